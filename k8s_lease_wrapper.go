@@ -1,0 +1,335 @@
+// Package main is the C ABI of k8s-lease, built with
+//
+//	go build -buildmode=c-shared -o libk8s_lease_wrapper.so k8s_lease_wrapper.go
+//
+// This file alone must build the library (the C++ master's build names only
+// it), so the callback trampoline lives in the preamble below as a static
+// inline function: a file with //export may only declare C functions.
+//
+// The layer is thin on purpose: it converts C arguments, calls the pure-Go
+// core in package lease, maps errors to return codes and messages, and
+// recovers panics. The contract is documented in include/k8s_lease.h.
+package main
+
+/*
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
+
+static inline void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token) {
+	cb(ctx, holder, size, token);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime/debug"
+	"time"
+	"unsafe"
+
+	"github.com/k8s-lease/k8s-lease/lease"
+)
+
+// lib is the process's single manager: every C call works on it.
+var lib = lease.NewManager(nil)
+
+// version is handed to C once and never freed (K8sLeaseVersion's contract).
+var version = C.CString(lease.Version)
+
+// main is required by -buildmode=c-shared and never runs.
+func main() {}
+
+// guard runs f, turning a panic into an "internal error" so that no Go panic
+// ever unwinds into C.
+func guard(f func() (int, error)) (rc int, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rc, err = -1, fmt.Errorf("internal error: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+// export runs an exported call: -1 with *errMsg set on error. A NULL errMsg
+// means the caller wants no message.
+func export(errMsg **C.char, f func() (int, error)) C.int {
+	if errMsg != nil {
+		*errMsg = nil
+	}
+	rc, err := guard(f)
+	if err != nil {
+		if rc >= 0 {
+			rc = -1
+		}
+		if errMsg != nil {
+			*errMsg = C.CString(err.Error())
+		}
+	}
+	return C.int(rc)
+}
+
+// goString converts a required C string argument.
+func goString(field string, p *C.char) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("%w: %s: must not be NULL", lease.ErrInvalidArgument, field)
+	}
+	return C.GoString(p), nil
+}
+
+// goStrings converts required C string arguments, in order, naming the
+// first NULL one.
+func goStrings(fields []string, ps ...*C.char) ([]string, error) {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		s, err := goString(fields[i], p)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+//export K8sLeaseInit
+func K8sLeaseInit(errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		_, err := lib.Init()
+		return 0, err
+	})
+}
+
+//export K8sLeaseRunElection
+func K8sLeaseRunElection(ns, leaseName, identity *C.char, leaseDurationSec, renewDeadlineSec, retryPeriodSec C.int, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		t, err := lease.TimingFromSeconds(int(leaseDurationSec), int(renewDeadlineSec), int(retryPeriodSec))
+		if err != nil {
+			return -1, err
+		}
+		return runElection(ns, leaseName, identity, t)
+	})
+}
+
+//export K8sLeaseRunElectionMs
+func K8sLeaseRunElectionMs(ns, leaseName, identity *C.char, leaseDurationMs, renewDeadlineMs, retryPeriodMs C.longlong, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		t, err := lease.TimingFromMillis(int64(leaseDurationMs), int64(renewDeadlineMs), int64(retryPeriodMs))
+		if err != nil {
+			return -1, err
+		}
+		return runElection(ns, leaseName, identity, t)
+	})
+}
+
+func runElection(ns, leaseName, identity *C.char, t lease.Timing) (int, error) {
+	s, err := goStrings([]string{"namespace", "lease name", "identity"}, ns, leaseName, identity)
+	if err != nil {
+		return -1, err
+	}
+	_, err = lib.RunElection(s[0], s[1], s[2], t)
+	return 0, err
+}
+
+// election finds the election on ns/leaseName; nil (no error) when there is none.
+func election(ns, leaseName *C.char) (*lease.Election, error) {
+	s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+	if err != nil {
+		return nil, err
+	}
+	if err := lease.ValidateKey(s[0], s[1]); err != nil {
+		return nil, err
+	}
+	return lib.Election(s[0], s[1]), nil
+}
+
+//export K8sLeaseWaitElected
+func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		if timeoutSec <= 0 {
+			return -1, fmt.Errorf("%w: timeoutSec: must be > 0, got %d", lease.ErrInvalidArgument, timeoutSec)
+		}
+		e, err := election(ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		if e == nil {
+			return -1, lease.ErrNoElection
+		}
+		token, err := e.WaitElected(time.Duration(timeoutSec) * time.Second)
+		if err != nil {
+			return -1, err
+		}
+		if leaseTransitions != nil {
+			*leaseTransitions = C.longlong(token)
+		}
+		return 0, nil
+	})
+}
+
+//export K8sLeaseWaitLost
+func K8sLeaseWaitLost(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		e, err := election(ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		if e == nil {
+			return 0, nil // nothing to wait for
+		}
+		return 0, e.WaitLost()
+	})
+}
+
+//export K8sLeaseCancelElection
+func K8sLeaseCancelElection(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		return 0, lib.CancelElection(s[0], s[1])
+	})
+}
+
+//export K8sLeaseIsLeader
+func K8sLeaseIsLeader(ns, leaseName *C.char, fencingToken, validForMs *C.longlong, errMsg **C.char) C.int {
+	if fencingToken != nil {
+		*fencingToken = 0
+	}
+	if validForMs != nil {
+		*validForMs = 0
+	}
+	return export(errMsg, func() (int, error) {
+		e, err := election(ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		if e == nil {
+			return 0, nil
+		}
+		leader, token, left := e.IsLeader()
+		if !leader {
+			return 0, nil
+		}
+		if fencingToken != nil {
+			*fencingToken = C.longlong(token)
+		}
+		if validForMs != nil {
+			*validForMs = C.longlong(left / time.Millisecond)
+		}
+		return 1, nil
+	})
+}
+
+//export K8sLeaseGetHolder
+func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+	if holderIdentity != nil {
+		*holderIdentity = nil
+	}
+	if leaseTransitions != nil {
+		*leaseTransitions = 0
+	}
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		st, err := lib.GetHolder(s[0], s[1])
+		if err != nil {
+			return -1, err
+		}
+		if !st.Exists {
+			return 1, nil
+		}
+		if holderIdentity != nil && st.Holder != "" {
+			*holderIdentity = C.CString(st.Holder)
+		}
+		if leaseTransitions != nil {
+			*leaseTransitions = C.longlong(st.Token)
+		}
+		return 0, nil
+	})
+}
+
+//export K8sLeaseWatchHolder
+func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		if callbackFunc == nil {
+			return -1, fmt.Errorf("%w: callbackFunc: must not be NULL", lease.ErrInvalidArgument)
+		}
+		// callbackCtx is the host's C pointer, opaque to us and never dereferenced.
+		_, err = lib.WatchHolder(s[0], s[1], func(st lease.HolderState) {
+			callHolderCallback(callbackFunc, callbackCtx, st)
+		})
+		return 0, err
+	})
+}
+
+// callHolderCallback hands one state to the host: holder NULL when there is
+// none; the string is ours and freed when the callback returns.
+func callHolderCallback(cb C.holder_change_cb_t, ctx unsafe.Pointer, st lease.HolderState) {
+	var holder *C.char
+	if st.Holder != "" {
+		holder = C.CString(st.Holder)
+		defer C.free(unsafe.Pointer(holder))
+	}
+	C.k8s_lease_call_holder_cb(cb, ctx, holder, C.size_t(len(st.Holder)), C.int64_t(st.Token))
+}
+
+//export K8sLeaseCancelWatch
+func K8sLeaseCancelWatch(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		return 0, lib.CancelWatch(s[0], s[1])
+	})
+}
+
+//export K8sPatchPodLabel
+func K8sPatchPodLabel(ns, podName, labelKey, labelValue *C.char, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "pod name", "label key", "label value"}, ns, podName, labelKey, labelValue)
+		if err != nil {
+			return -1, err
+		}
+		return 0, lib.SetPodLabel(s[0], s[1], s[2], s[3])
+	})
+}
+
+//export K8sRemovePodLabel
+func K8sRemovePodLabel(ns, podName, labelKey *C.char, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"namespace", "pod name", "label key"}, ns, podName, labelKey)
+		if err != nil {
+			return -1, err
+		}
+		return 0, lib.RemovePodLabel(s[0], s[1], s[2])
+	})
+}
+
+//export K8sLeaseShutdown
+func K8sLeaseShutdown(timeoutMs C.int, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		if timeoutMs <= 0 {
+			return -1, fmt.Errorf("%w: timeoutMs: must be > 0, got %d", lease.ErrInvalidArgument, timeoutMs)
+		}
+		return 0, lib.Shutdown(time.Duration(timeoutMs) * time.Millisecond)
+	})
+}
+
+//export K8sLeaseFree
+func K8sLeaseFree(p unsafe.Pointer) {
+	C.free(p) // free(NULL) is a no-op
+}
+
+//export K8sLeaseVersion
+func K8sLeaseVersion() *C.char {
+	return version
+}

@@ -1,0 +1,286 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+)
+
+type phase int
+
+const (
+	phaseCandidate phase = iota
+	phaseLeader
+	phaseEnded
+)
+
+// Election is one candidacy on one Lease, and at most one term of
+// leadership: after the term ends (loss or cancel) a new Election is needed.
+//
+// Leadership is guaranteed locally until (send time of the last successful
+// write) + RenewDeadline on the monotonic clock: a competitor can take over
+// only a full LeaseDuration after it saw that write, and LeaseDuration >
+// RenewDeadline.
+type Election struct {
+	key         Key
+	identity    string
+	incarnation string
+	timing      Timing
+	leases      coordclient.LeaseInterface
+	obs         *observer
+	clock       clock.Clock
+	onEnd       func() // releases the observer; called once, when the run ends
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	runDone chan struct{}
+	elected chan struct{} // closed on becoming leader
+	ended   chan struct{} // closed when leadership or candidacy ends
+
+	mu         sync.Mutex
+	phase      phase
+	token      int64
+	validUntil time.Time
+	written    *coordinationv1.Lease // our last successful write, for compare-and-swap
+	endErr     error                 // nil when ended by Cancel
+	lastAPIErr error
+	cancelOnce sync.Once
+}
+
+func newIncarnation() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, onEnd func()) *Election {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Election{
+		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
+		leases: leases, obs: obs, clock: clk, onEnd: onEnd,
+		ctx: ctx, cancel: cancel, runDone: make(chan struct{}),
+		elected: make(chan struct{}), ended: make(chan struct{}),
+	}
+}
+
+func (e *Election) start() { go e.run() }
+
+func (e *Election) run() {
+	defer close(e.runDone)
+	defer e.onEnd()
+	notify := e.obs.subscribe()
+	defer e.obs.unsubscribe(notify)
+	if !e.campaign(notify) {
+		return
+	}
+	if reason := e.lead(notify); reason != nil {
+		e.end(reason)
+	}
+}
+
+// end finishes the election with reason (nil: cancelled); only the first
+// call counts. Local leadership ends here, before any release is written.
+func (e *Election) end(reason error) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.phase == phaseEnded {
+		return false
+	}
+	e.phase = phaseEnded
+	e.endErr = reason
+	close(e.ended)
+	return true
+}
+
+// IsLeader reports whether leadership is guaranteed now, with the fencing
+// token and how long the guarantee lasts without a further renewal.
+func (e *Election) IsLeader() (bool, int64, time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.phase != phaseLeader {
+		return false, 0, 0
+	}
+	left := e.validUntil.Sub(e.clock.Now())
+	if left <= 0 {
+		return false, 0, 0
+	}
+	return true, e.token, left
+}
+
+// Ended reports whether the election is over.
+func (e *Election) Ended() bool {
+	select {
+	case <-e.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// endReason is why the election ended: nil after Cancel.
+func (e *Election) endReason() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.endErr
+}
+
+// WaitElected blocks until this election leads (returning its token), ends,
+// or timeout passes; on timeout the candidacy is cancelled.
+func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
+	timer := e.clock.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-e.elected:
+	case <-e.ended:
+	case <-timer.C():
+		// Being elected at the same moment wins over the timeout.
+		if ok, token, _ := e.IsLeader(); ok {
+			return token, nil
+		}
+		_ = e.Cancel()
+		return 0, fmt.Errorf("%w after %v; candidacy cancelled", ErrWaitTimeout, timeout)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.phase == phaseLeader {
+		return e.token, nil
+	}
+	if e.endErr == nil {
+		return 0, ErrCancelled
+	}
+	return 0, fmt.Errorf("leadership lost: %w", e.endErr)
+}
+
+// WaitLost blocks until leadership (or the candidacy) ends: nil when
+// cancelled, else the reason.
+func (e *Election) WaitLost() error {
+	<-e.ended
+	return e.endReason()
+}
+
+// Cancel ends the election: leadership ends locally first, then, if it led,
+// the Lease is released (holder cleared) within the renew deadline (at most
+// the request timeout). Idempotent; later calls return nil at once.
+func (e *Election) Cancel() error {
+	return e.CancelWithin(min(e.timing.RenewDeadline, requestTimeout))
+}
+
+// CancelWithin is Cancel with an explicit bound on the release.
+func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
+	var err error
+	e.cancelOnce.Do(func() {
+		endedHere := e.end(nil) // false: already lost, nothing of ours to release
+		e.cancel()
+		<-e.runDone
+		e.mu.Lock()
+		held := e.written
+		e.mu.Unlock()
+		if endedHere && held != nil {
+			err = e.release(held, releaseTimeout)
+		}
+	})
+	return err
+}
+
+// Done is closed when the election's goroutine has exited.
+func (e *Election) Done() <-chan struct{} { return e.runDone }
+
+// waitFor sleeps until the lease changes, until is reached (zero: no
+// deadline), or the election is cancelled (false).
+func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		t := e.clock.NewTimer(until.Sub(e.clock.Now()))
+		defer t.Stop()
+		timeout = t.C()
+	}
+	select {
+	case <-e.ctx.Done():
+		return false
+	case <-notify:
+	case <-timeout:
+	}
+	return true
+}
+
+// campaign runs until this election holds the Lease (true) or is cancelled.
+func (e *Election) campaign(notify <-chan struct{}) bool {
+	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
+	for e.ctx.Err() == nil {
+		snap := e.obs.snapshot()
+		act, until := decide(snap, e.clock.Now())
+		if act == actWaitSync || act == actWait {
+			if !e.waitFor(notify, until) {
+				return false
+			}
+			continue
+		}
+		err := e.acquire(snap, act == actCreate)
+		if err == nil {
+			return true
+		}
+		e.setAPIErr(err)
+		delay := retry.next()
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			delay = 0 // someone else wrote: decide again on the new state
+		}
+		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
+			return false
+		}
+	}
+	return false
+}
+
+func (e *Election) setAPIErr(err error) {
+	e.mu.Lock()
+	e.lastAPIErr = err
+	e.mu.Unlock()
+}
+
+// acquire takes the Lease over (or creates it) with a compare-and-swap on
+// the observed resource version and the next fencing token.
+func (e *Election) acquire(snap snapshot, create bool) error {
+	token, err := nextToken(snap.rec.token, snap.highestToken)
+	if err != nil {
+		return err
+	}
+	var l *coordinationv1.Lease
+	if create {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.key.Name, Namespace: e.key.Namespace}}
+	} else {
+		l = snap.lease.DeepCopy()
+	}
+	sent := e.clock.Now()
+	holdSpec(l, e.identity, e.incarnation, token, e.timing, sent, true)
+	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
+	defer cancel()
+	var got *coordinationv1.Lease
+	if create {
+		got, err = e.leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	e.obs.apply(got, got.ResourceVersion)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.written = got // even if cancelled meanwhile: Cancel then releases it
+	if e.phase != phaseCandidate {
+		return nil
+	}
+	e.phase, e.token = phaseLeader, token
+	e.validUntil = sent.Add(e.timing.RenewDeadline)
+	close(e.elected)
+	return nil
+}

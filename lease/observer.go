@@ -1,0 +1,243 @@
+package lease
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+)
+
+// snapshot is what a process knows about one Lease, with local times taken
+// from its monotonic clock.
+type snapshot struct {
+	synced bool   // at least one list succeeded
+	rec    record // latest state; rec.exists false when absent
+	lease  *coordinationv1.Lease
+	// observedAt is when rec's election record last changed here. Like
+	// client-go's observedTime it is the base of expiry, immune to skew.
+	observedAt time.Time
+	// lastHeld and lastHeldAt keep the last record that had a holder, so
+	// that a deleted Lease is not re-created before that holder's term ran out.
+	lastHeld   record
+	lastHeldAt time.Time
+	// highestToken is the highest fencing token seen on this lease.
+	highestToken int64
+}
+
+// expiry is when the current holder's lease runs out, judged locally.
+func (s snapshot) expiry() time.Time { return s.observedAt.Add(s.rec.duration()) }
+
+// holderView is the (holder, token) a caller should see at now: no holder
+// when the Lease is absent, released or expired.
+func (s snapshot) holderView(now time.Time) (holder string, token int64, exists bool) {
+	if !s.rec.exists {
+		return "", 0, false
+	}
+	if s.rec.holder == "" || !now.Before(s.expiry()) {
+		return "", s.rec.token, true
+	}
+	return s.rec.holder, s.rec.token, true
+}
+
+// observer keeps a watch on one Lease and the latest snapshot of it. It is
+// shared by every election, watch and GetHolder on that lease in the process.
+type observer struct {
+	leases coordclient.LeaseInterface
+	name   string
+	clock  clock.Clock
+	resync time.Duration
+
+	mu     sync.Mutex
+	snap   snapshot
+	subs   map[chan struct{}]struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64) *observer {
+	o := &observer{leases: leases, name: name, clock: clk, resync: resync,
+		subs: map[chan struct{}]struct{}{}, done: make(chan struct{})}
+	o.snap.highestToken = highestToken
+	return o
+}
+
+func (o *observer) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	o.cancel = cancel
+	go o.run(ctx)
+}
+
+func (o *observer) stop() {
+	o.cancel()
+	<-o.done
+}
+
+func (o *observer) snapshot() snapshot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.snap
+}
+
+// subscribe returns a channel that receives a value (coalesced) after every
+// change of the snapshot.
+func (o *observer) subscribe() chan struct{} {
+	ch := make(chan struct{}, 1)
+	o.mu.Lock()
+	o.subs[ch] = struct{}{}
+	o.mu.Unlock()
+	return ch
+}
+
+func (o *observer) unsubscribe(ch chan struct{}) {
+	o.mu.Lock()
+	delete(o.subs, ch)
+	o.mu.Unlock()
+}
+
+// apply records a Lease state (nil for absent) seen at resource version rv,
+// unless it is older than what we have. Writers call it with their own
+// responses so that local reads never lag behind their writes.
+func (o *observer) apply(l *coordinationv1.Lease, rv string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
+		return
+	}
+	rec := recordOf(l)
+	rec.resourceVersion = rv
+	now := o.clock.Now()
+	if !o.snap.synced || !rec.sameSpec(o.snap.rec) {
+		o.snap.observedAt = now
+	}
+	if o.snap.rec.exists && o.snap.rec.holder != "" && !rec.sameSpec(o.snap.rec) {
+		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
+	}
+	o.snap.synced = true
+	o.snap.rec = rec
+	o.snap.lease = l
+	o.snap.highestToken = max(o.snap.highestToken, rec.token)
+	for ch := range o.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (o *observer) run(ctx context.Context) {
+	defer close(o.done)
+	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
+	rv := ""
+	for ctx.Err() == nil {
+		var err error
+		if rv == "" {
+			rv, err = o.list(ctx)
+		}
+		if err == nil {
+			rv, err = o.watch(ctx, rv)
+		}
+		if err == nil {
+			backoff.reset()
+			continue
+		}
+		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+			rv = "" // too old to resume: list again
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-o.clock.After(backoff.next()):
+		}
+		rv = "" // a list after an error also catches a missed deletion
+	}
+}
+
+func (o *observer) selector() string {
+	return fields.OneTermEqualSelector("metadata.name", o.name).String()
+}
+
+// list reads the Lease (by a name-scoped list, which also yields a resource
+// version to watch from when it does not exist).
+func (o *observer) list(ctx context.Context) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
+	if err != nil {
+		return "", err
+	}
+	var found *coordinationv1.Lease
+	for i := range list.Items {
+		if list.Items[i].Name == o.name {
+			found = &list.Items[i]
+		}
+	}
+	if found != nil {
+		o.apply(found, found.ResourceVersion)
+	} else {
+		o.apply(nil, list.ResourceVersion)
+	}
+	return list.ResourceVersion, nil
+}
+
+// watch follows the Lease from rv until the server ends the watch (after
+// o.resync, which bounds how long a silently broken watch goes unnoticed),
+// and returns the resource version to resume from.
+func (o *observer) watch(ctx context.Context, rv string) (string, error) {
+	timeout := int64(o.resync / time.Second)
+	wctx, cancel := context.WithTimeout(ctx, o.resync+requestTimeout)
+	defer cancel()
+	w, err := o.leases.Watch(wctx, metav1.ListOptions{
+		FieldSelector: o.selector(), ResourceVersion: rv,
+		TimeoutSeconds: &timeout, AllowWatchBookmarks: true,
+	})
+	if err != nil {
+		return rv, err
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-wctx.Done():
+			return rv, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return rv, nil
+			}
+			next, err := o.handle(ev)
+			if err != nil {
+				return rv, err
+			}
+			if next != "" {
+				rv = next
+			}
+		}
+	}
+}
+
+func (o *observer) handle(ev watch.Event) (string, error) {
+	if ev.Type == watch.Error {
+		return "", apierrors.FromObject(ev.Object)
+	}
+	l, ok := ev.Object.(*coordinationv1.Lease)
+	if !ok {
+		return "", nil
+	}
+	switch ev.Type {
+	case watch.Bookmark:
+	case watch.Deleted:
+		if l.Name == o.name {
+			o.apply(nil, l.ResourceVersion)
+		}
+	default:
+		if l.Name == o.name {
+			o.apply(l, l.ResourceVersion)
+		}
+	}
+	return l.ResourceVersion, nil
+}

@@ -1,0 +1,111 @@
+package lease
+
+import (
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// IncarnationAnnotation marks which running election wrote the Lease. Two
+// processes with one identity differ in incarnation, so a restarted process
+// cannot mistake its predecessor's still-valid lease for its own (client-go
+// would renew it at once). Plain client-go candidates ignore it.
+const IncarnationAnnotation = "k8s-lease.io/incarnation"
+
+// record is the part of a Lease that elections reason about.
+type record struct {
+	exists          bool
+	holder          string
+	token           int64 // spec.leaseTransitions: the fencing token
+	durationSeconds int32
+	incarnation     string
+	renewTime       time.Time // holder's wall clock; only for first looks
+	resourceVersion string
+}
+
+func recordOf(l *coordinationv1.Lease) record {
+	if l == nil {
+		return record{}
+	}
+	r := record{exists: true, resourceVersion: l.ResourceVersion, incarnation: l.Annotations[IncarnationAnnotation]}
+	s := l.Spec
+	if s.HolderIdentity != nil {
+		r.holder = *s.HolderIdentity
+	}
+	if s.LeaseTransitions != nil {
+		r.token = int64(*s.LeaseTransitions)
+	}
+	if s.LeaseDurationSeconds != nil {
+		r.durationSeconds = *s.LeaseDurationSeconds
+	}
+	if s.RenewTime != nil {
+		r.renewTime = s.RenewTime.Time
+	}
+	return r
+}
+
+func (r record) duration() time.Duration { return time.Duration(r.durationSeconds) * time.Second }
+
+// sameSpec reports whether two records hold the same election record; a
+// change resets the observer's clock, as client-go does with the raw record.
+func (r record) sameSpec(o record) bool {
+	return r.exists == o.exists && r.holder == o.holder && r.token == o.token &&
+		r.durationSeconds == o.durationSeconds && r.renewTime.Equal(o.renewTime) &&
+		r.incarnation == o.incarnation
+}
+
+// heldBy reports whether the record names this identity and incarnation.
+func (r record) heldBy(identity, incarnation string) bool {
+	return r.exists && r.holder == identity && r.incarnation == incarnation
+}
+
+// rvNewer reports whether resource version a is newer than b. Resource
+// versions are etcd revisions in every real apiserver; when one does not
+// parse as a number the answer is "newer", which makes callers re-check.
+func rvNewer(a, b string) bool {
+	if b == "" {
+		return true
+	}
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	if errA != nil || errB != nil {
+		return a != b
+	}
+	return x > y
+}
+
+// holdSpec writes a held record into l: our identity, incarnation, token and
+// lease duration, renewed now.
+func holdSpec(l *coordinationv1.Lease, identity, incarnation string, token int64, t Timing, now time.Time, acquired bool) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[IncarnationAnnotation] = incarnation
+	holder := identity
+	seconds := t.leaseDurationSeconds()
+	transitions := int32(token)
+	renew := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &seconds
+	l.Spec.LeaseTransitions = &transitions
+	l.Spec.RenewTime = &renew
+	if acquired || l.Spec.AcquireTime == nil {
+		acquire := metav1.NewMicroTime(now)
+		l.Spec.AcquireTime = &acquire
+	}
+}
+
+// releaseSpec writes client-go's release record: no holder, a one-second
+// lease, the token kept so that the next holder's token is greater.
+func releaseSpec(l *coordinationv1.Lease, now time.Time) {
+	holder := ""
+	seconds := int32(1)
+	renew := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &seconds
+	l.Spec.RenewTime = &renew
+	l.Spec.AcquireTime = &renew
+	delete(l.Annotations, IncarnationAnnotation)
+}
