@@ -25,6 +25,7 @@ import "C"
 
 import (
 	"fmt"
+	"os"
 	"runtime/debug"
 	"time"
 	"unsafe"
@@ -92,9 +93,36 @@ func goStrings(fields []string, ps ...*C.char) ([]string, error) {
 	return out, nil
 }
 
+// initEnv lists the environment variables Init reads.
+var initEnv = []string{"KUBECONFIG", "HOME", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"}
+
+// syncEnv copies initEnv from the C environment into Go's. The Go runtime
+// takes its own copy of the environment when the library loads, so without
+// this a host's setenv() before K8sLeaseInit would go unseen.
+func syncEnv() error {
+	for _, name := range initEnv {
+		cname := C.CString(name)
+		v := C.getenv(cname)
+		C.free(unsafe.Pointer(cname))
+		var err error
+		if v == nil {
+			err = os.Unsetenv(name)
+		} else {
+			err = os.Setenv(name, C.GoString(v))
+		}
+		if err != nil {
+			return fmt.Errorf("read %s from the environment: %w", name, err)
+		}
+	}
+	return nil
+}
+
 //export K8sLeaseInit
 func K8sLeaseInit(errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
+		if err := syncEnv(); err != nil {
+			return -1, err
+		}
 		_, err := lib.Init()
 		return 0, err
 	})

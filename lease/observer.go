@@ -113,11 +113,12 @@ func (o *observer) apply(l *coordinationv1.Lease, rv string) {
 	rec := recordOf(l)
 	rec.resourceVersion = rv
 	now := o.clock.Now()
-	if !o.snap.synced || !rec.sameSpec(o.snap.rec) {
-		o.snap.observedAt = now
-	}
-	if o.snap.rec.exists && o.snap.rec.holder != "" && !rec.sameSpec(o.snap.rec) {
+	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
+	if changed && o.snap.rec.exists && o.snap.rec.holder != "" {
 		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
+	}
+	if changed {
+		o.snap.observedAt = now
 	}
 	o.snap.synced = true
 	o.snap.rec = rec

@@ -21,11 +21,15 @@ grep -q "k8s.io/kubernetes $KUBE_VERSION" "$here/kube-apiserver/go.mod" ||
 grep -q "go.etcd.io/etcd/server/v3 $ETCD_VERSION" "$here/etcd/go.mod" ||
   { log "etcd/go.mod does not pin go.etcd.io/etcd/server/v3 $ETCD_VERSION"; exit 1; }
 
+# Output is captured before matching: `cmd | grep -q` under pipefail fails
+# at random when grep exits first and cmd gets SIGPIPE.
 have_version() { # binary, expected version string in --version output
-  [ -x "$1" ] && "$1" --version 2>/dev/null | grep -qF "$2"
+  local out
+  [ -x "$1" ] && out="$("$1" --version 2>/dev/null)" && [[ "$out" == *"$2"* ]]
 }
 kubectl_ok() {
-  [ -x "$dir/kubectl" ] && "$dir/kubectl" version --client 2>/dev/null | grep -qF "$KUBE_VERSION"
+  local out
+  [ -x "$dir/kubectl" ] && out="$("$dir/kubectl" version --client 2>/dev/null)" && [[ "$out" == *"$KUBE_VERSION"* ]]
 }
 
 if have_version "$dir/kube-apiserver" "$KUBE_VERSION" &&

@@ -1,0 +1,217 @@
+/*
+ * k8s_lease.h - Kubernetes Lease leader election for C and C++ programs.
+ *
+ * The public contract of libk8s_lease_wrapper.so. (The header cgo generates
+ * beside the .so is a build by-product; include this one.)
+ *
+ * Conventions, for every function unless its comment says otherwise:
+ *   - Return 0 on success and -1 on error. On error *errMsg is set to a
+ *     message naming what is wrong; the caller owns it and frees it with
+ *     K8sLeaseFree (plain free() works too: it is malloc'd). On success
+ *     *errMsg is set to NULL. errMsg itself may be NULL: then no message is
+ *     made.
+ *   - Every pointer argument may be NULL without crashing: a NULL string
+ *     argument is an error ("<name>: must not be NULL"), a NULL out-pointer
+ *     is simply not written.
+ *   - A lease is named by (ns, leaseName): ns must be a DNS-1123 label and
+ *     leaseName a DNS-1123 subdomain. Names are checked before any network
+ *     call.
+ *   - All functions are thread-safe. None may be called after fork() without
+ *     exec (a Go runtime does not survive fork). The library can never be
+ *     unloaded (dlclose is a no-op for Go libraries), and a process must not
+ *     load two Go c-shared libraries.
+ *   - The fencing token is the Lease's spec.leaseTransitions written when
+ *     this leadership was acquired: >= 1, and strictly greater than the token
+ *     of every earlier leadership of the lease seen by the cluster (including
+ *     re-acquisition by the same identity). Pass it to storage that can
+ *     reject writes carrying a smaller token.
+ *
+ * Guarantee: a process is leader (K8sLeaseIsLeader returns 1) only before
+ * (send time of its last successful renewal) + renewDeadline on its
+ * monotonic clock. Another candidate takes over only a full leaseDuration
+ * after it saw that renewal, and leaseDuration > renewDeadline. This holds
+ * while process pauses stay below leaseDuration - renewDeadline and clock
+ * rates differ by less than leaseDuration/renewDeadline.
+ */
+#ifndef K8S_LEASE_H
+#define K8S_LEASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * holder_change_cb_t - called by K8sLeaseWatchHolder.
+ *   ctx              the callbackCtx given to K8sLeaseWatchHolder.
+ *   holder           the holder identity, or NULL when there is none (Lease
+ *                    absent, released, or not renewed for a lease duration).
+ *                    Valid only during the call: copy it to keep it.
+ *   holderSize       strlen(holder); 0 when holder is NULL.
+ *   leaseTransitions the fencing token of the Lease (0 when it is absent).
+ * Runs on a thread owned by the library (it changes from call to call);
+ * callbacks of one watch never run concurrently. Must not throw (a C++
+ * exception must never unwind into the library) and should return quickly.
+ * From inside it, any function of this library may be called; see
+ * K8sLeaseCancelWatch for cancelling from a callback.
+ */
+typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
+
+/*
+ * K8sLeaseInit - connect to the cluster. Tries the in-cluster service
+ * account, then the kubeconfig loading rules ($KUBECONFIG, else
+ * ~/.kube/config); the error names every source tried. The environment
+ * (KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST/PORT) is read at the call, so a
+ * setenv() made by the host before it is seen. Idempotent: later calls
+ * return 0 at once. Makes no API call.
+ * Returns 0 or -1.
+ */
+int K8sLeaseInit(char** errMsg);
+
+/*
+ * K8sLeaseRunElection - start a candidacy on ns/leaseName as identity, with
+ * client-go's timings in whole seconds. Returns at once (never waits for the
+ * network); campaigning, renewing and releasing run in the background.
+ * Rules: identity non-empty, no control characters, at most 1024 bytes;
+ * leaseDurationSec > renewDeadlineSec > 1.2 * retryPeriodSec > 0.
+ * One election per lease per process: a second one on the same lease is
+ * refused until the first is cancelled or has ended.
+ * A standby follows the Lease by a watch: it takes over at once when the
+ * lease is released, and a full lease duration after the last renewal it saw
+ * when the holder stops renewing.
+ * Returns 0, or -1 (not initialized, bad argument, election exists).
+ */
+int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec,
+                        int retryPeriodSec, char** errMsg);
+
+/*
+ * K8sLeaseRunElectionMs - K8sLeaseRunElection with timings in milliseconds.
+ * The lease duration must still be a whole number of seconds >= 1000 ms (the
+ * Lease stores seconds); the renew deadline and retry period may be any
+ * number of milliseconds that keeps the rules above.
+ */
+int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs,
+                          long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
+
+/*
+ * K8sLeaseWaitElected - block until this process leads ns/leaseName, for at
+ * most timeoutSec (> 0) seconds. On success *leaseTransitions is the fencing
+ * token. Returns 0 (leader), or -1 when: there is no election on the lease,
+ * the timeout passed (the candidacy is then cancelled), the election was
+ * cancelled, or leadership was already lost again.
+ */
+int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* leaseTransitions, char** errMsg);
+
+/*
+ * K8sLeaseWaitLost - block until the leadership (or, if never elected, the
+ * candidacy) on ns/leaseName ends. Returns 0 when it was ended by
+ * K8sLeaseCancelElection or K8sLeaseShutdown, or at once when there is no
+ * election; -1 with the reason otherwise: "renew deadline exceeded" (with
+ * the last API error), "lease deleted by another writer", "lease taken by
+ * another holder", "lease record edited by another writer".
+ * After a loss the process must stop acting as leader; call
+ * K8sLeaseRunElection again to stand as a candidate again.
+ */
+int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
+
+/*
+ * K8sLeaseCancelElection - end the election on ns/leaseName. Synchronous:
+ * when it returns, local leadership has ended (K8sLeaseIsLeader returns 0,
+ * K8sLeaseWaitLost is woken with 0) and, if it led, the Lease has been
+ * released (holder cleared, so a standby takes over at once) or the release
+ * failed within min(renewDeadline, 10 s). Leadership ends before the release
+ * is written, never after. Idempotent: no election is success.
+ * Returns 0, or -1 (bad argument, release failed: the lease then expires).
+ */
+int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
+
+/*
+ * K8sLeaseIsLeader - whether this process leads ns/leaseName right now. No
+ * API call: 1 only while leadership is guaranteed (see the top of this
+ * file). *fencingToken is the token and *validForMs how long the guarantee
+ * lasts without a further renewal (both 0 when not leader). Cheap enough to
+ * gate every unit of leader-only work.
+ * Returns 1 (leader), 0 (not leader, or no election), -1 (bad argument).
+ */
+int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
+
+/*
+ * K8sLeaseGetHolder - the current holder of ns/leaseName. *holderIdentity is
+ * set to a new string owned by the caller (free with K8sLeaseFree), or NULL
+ * when the lease has no holder (released, or not renewed for a lease
+ * duration). *leaseTransitions is the fencing token. When this process
+ * follows the lease (an election or watch on it) the answer is local, with
+ * expiry judged on the monotonic clock; otherwise it costs one GET and
+ * expiry compares the holder's renewTime with the local wall clock.
+ * Returns 0 (the Lease exists), 1 (the Lease does not exist), -1 (error).
+ */
+int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* leaseTransitions, char** errMsg);
+
+/*
+ * K8sLeaseWatchHolder - call callbackFunc(callbackCtx, ...) once with the
+ * current holder (promptly after the watch syncs), then once per change of
+ * (holder, token), never for a mere renewal. A deleted Lease is reported as
+ * holder NULL, token 0; a holder that stopped renewing as holder NULL within
+ * 1 s of its expiry. The watch reconnects with backoff after errors or an
+ * API server restart and resyncs, so the final state is never missed.
+ * One watch per lease per process. callbackCtx is passed through untouched
+ * and must stay valid until K8sLeaseCancelWatch returns.
+ * Returns 0, or -1 (not initialized, bad argument, watch exists).
+ */
+int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
+                        char** errMsg);
+
+/*
+ * K8sLeaseCancelWatch - stop the watch on ns/leaseName. Synchronous: when it
+ * returns, no callback of that watch is running or will run, so callbackCtx
+ * may be freed. Called from inside that watch's own callback it cannot wait
+ * for itself: it returns at once, and no callback runs after the current one
+ * returns. (Two callbacks of different watches must not cancel each other's
+ * watch: each would wait for the other.) No watch is success.
+ * Returns 0, or -1 (bad argument).
+ */
+int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
+
+/*
+ * K8sPatchPodLabel - set label labelKey=labelValue on Pod ns/podName with a
+ * JSON merge patch (e.g. so a Service selects the leader). The key must be a
+ * qualified name and the value a valid label value.
+ * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
+ */
+int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
+
+/*
+ * K8sRemovePodLabel - remove label labelKey from Pod ns/podName; removing an
+ * absent label is success.
+ * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
+ */
+int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
+
+/*
+ * K8sLeaseShutdown - cancel every election (releasing held leases) and every
+ * watch of this process, in parallel, waiting up to timeoutMs (> 0). Watches
+ * stop as with K8sLeaseCancelWatch. The library stays usable: new elections
+ * and watches may be started afterwards.
+ * Returns 0, or -1 (timeout, a release failed, bad argument).
+ */
+int K8sLeaseShutdown(int timeoutMs, char** errMsg);
+
+/*
+ * K8sLeaseFree - free a string returned by this library (*errMsg,
+ * *holderIdentity). NULL is ignored. Never pass K8sLeaseVersion's result.
+ */
+void K8sLeaseFree(void* p);
+
+/*
+ * K8sLeaseVersion - the library version, e.g. "0.1.0". A static string: do
+ * not free it.
+ */
+char* K8sLeaseVersion(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* K8S_LEASE_H */

@@ -1,0 +1,33 @@
+package lease
+
+import (
+	"testing"
+	"time"
+)
+
+func TestDecide(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	held := record{exists: true, holder: "a", durationSeconds: 10, token: 3}
+	tests := []struct {
+		name      string
+		snap      snapshot
+		now       time.Time
+		wantAct   action
+		wantUntil time.Time
+	}{
+		{"not synced", snapshot{}, t0, actWaitSync, time.Time{}},
+		{"absent", snapshot{synced: true}, t0, actCreate, time.Time{}},
+		{"released", snapshot{synced: true, rec: record{exists: true, token: 3}}, t0, actAcquire, time.Time{}},
+		{"held, fresh", snapshot{synced: true, rec: held, observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		{"held, expired", snapshot{synced: true, rec: held, observedAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
+		{"deleted while held, term running", snapshot{synced: true, lastHeld: held, lastHeldAt: t0}, t0.Add(2 * time.Second), actWait, t0.Add(10 * time.Second)},
+		{"deleted while held, term over", snapshot{synced: true, lastHeld: held, lastHeldAt: t0}, t0.Add(11 * time.Second), actCreate, time.Time{}},
+		{"deleted after release", snapshot{synced: true, lastHeld: record{exists: true}, lastHeldAt: t0}, t0, actCreate, time.Time{}},
+	}
+	for _, tt := range tests {
+		act, until := decide(tt.snap, tt.now)
+		if act != tt.wantAct || !until.Equal(tt.wantUntil) {
+			t.Errorf("%s: decide = %v, %v; want %v, %v", tt.name, act, until, tt.wantAct, tt.wantUntil)
+		}
+	}
+}

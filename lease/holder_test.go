@@ -1,0 +1,119 @@
+package lease
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func testLease(name, holder string, token int32, renewed time.Time, seconds int32) *coordinationv1.Lease {
+	renew := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "5"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &token,
+			RenewTime: &renew, LeaseDurationSeconds: &seconds},
+	}
+}
+
+func fakeManager(objs ...runtime.Object) (*Manager, *fake.Clientset, *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset(objs...)
+	m := NewManager(clk)
+	m.SetClient(client)
+	return m, client, clk
+}
+
+func TestGetHolderFirstLook(t *testing.T) {
+	tests := []struct {
+		name  string
+		lease *coordinationv1.Lease
+		want  HolderState
+	}{
+		{"not found", nil, HolderState{}},
+		{"empty holder (released)", testLease("l", "", 4, testNow, 1), HolderState{Token: 4, Exists: true}},
+		{"expired by renewTime", testLease("l", "a", 4, testNow.Add(-20*time.Second), 15), HolderState{Token: 4, Exists: true}},
+		{"active", testLease("l", "a", 4, testNow.Add(-2*time.Second), 15), HolderState{Holder: "a", Token: 4, Exists: true}},
+	}
+	for _, tt := range tests {
+		var objs []runtime.Object
+		if tt.lease != nil {
+			objs = append(objs, tt.lease)
+		}
+		m, _, _ := fakeManager(objs...)
+		got, err := m.GetHolder("ns", "l")
+		if err != nil || got != tt.want {
+			t.Errorf("%s: GetHolder = %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestGetHolderAPIErrorAndBadInput(t *testing.T) {
+	m, client, _ := fakeManager()
+	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("boom")
+	})
+	if _, err := m.GetHolder("ns", "l"); err == nil || !strings.Contains(err.Error(), "get lease ns/l: boom") {
+		t.Fatalf("GetHolder error = %v", err)
+	}
+	if _, err := m.GetHolder("NS", "l"); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("bad namespace: %v", err)
+	}
+	if _, err := NewManager(nil).GetHolder("ns", "l"); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("uninitialized: %v", err)
+	}
+}
+
+func TestGetHolderObservedUsesMonotonicExpiry(t *testing.T) {
+	m, client, clk := fakeManager()
+	// A holder whose wall clock runs an hour behind: renewTime looks
+	// expired, but this process saw it change just now, so it is valid.
+	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0)
+	m.observers[Key{"ns", "l"}] = &observedLease{obs: obs, refs: 1}
+	obs.apply(testLease("l", "a", 2, testNow.Add(-time.Hour), 10), "7")
+	if got, _ := m.GetHolder("ns", "l"); got.Holder != "a" {
+		t.Fatalf("observed lease with skewed renewTime: %+v, want holder a", got)
+	}
+	clk.Step(10 * time.Second)
+	if got, _ := m.GetHolder("ns", "l"); got.Holder != "" || got.Token != 2 {
+		t.Fatalf("after a lease duration without change: %+v, want no holder", got)
+	}
+	if n := len(client.Actions()); n != 0 {
+		t.Fatalf("observed GetHolder made %d API calls", n)
+	}
+}
+
+func TestConcurrentGetHolderFake(t *testing.T) {
+	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
+	var wg sync.WaitGroup
+	for i := 0; i < 16; i++ {
+		wg.Go(func() {
+			for j := 0; j < 50; j++ {
+				if got, err := m.GetHolder("ns", "l"); err != nil || got.Holder != "a" {
+					t.Errorf("GetHolder = %+v, %v", got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestKeyFormat(t *testing.T) {
+	if got := (Key{"ns", "lease"}).String(); got != "ns/lease" {
+		t.Fatalf("Key.String = %q", got)
+	}
+}
+
+
+

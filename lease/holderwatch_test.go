@@ -1,0 +1,80 @@
+package lease
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes/fake"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+type stateLog struct {
+	mu     sync.Mutex
+	states []HolderState
+	seen   chan struct{}
+}
+
+func (l *stateLog) add(s HolderState) {
+	l.mu.Lock()
+	l.states = append(l.states, s)
+	l.mu.Unlock()
+	l.seen <- struct{}{}
+}
+
+func (l *stateLog) expect(t *testing.T, want HolderState) {
+	t.Helper()
+	select {
+	case <-l.seen:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no callback, want %+v", want)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.states[len(l.states)-1]; got != want {
+		t.Fatalf("callback %+v, want %+v", got, want)
+	}
+}
+
+func (l *stateLog) expectNone(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.seen:
+		t.Fatalf("unexpected callback: %+v", l.states[len(l.states)-1])
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestHolderWatchDispatch(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	obs := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0)
+	log := &stateLog{seen: make(chan struct{}, 10)}
+	ended := make(chan struct{})
+	w := newHolderWatch(Key{"ns", "l"}, obs, clk, log.add, func() { close(ended) })
+	w.start()
+
+	log.expectNone(t) // nothing before the first sync
+	obs.apply(nil, "1")
+	log.expect(t, HolderState{})
+	obs.apply(testLease("l", "a", 1, testNow, 10), "2")
+	log.expect(t, HolderState{Holder: "a", Token: 1, Exists: true})
+	obs.apply(testLease("l", "a", 1, testNow.Add(time.Second), 10), "3") // renewal
+	log.expectNone(t)
+	// No renewal for a lease duration: reported as no holder.
+	for i := 0; i < 50 && !clk.HasWaiters(); i++ {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(10*time.Second + expiryGrace)
+	log.expect(t, HolderState{Token: 1, Exists: true})
+	obs.apply(testLease("l", "b", 2, testNow, 10), "4")
+	log.expect(t, HolderState{Holder: "b", Token: 2, Exists: true})
+
+	w.Cancel()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Cancel returned before the watch ended")
+	}
+	obs.apply(nil, "5")
+	log.expectNone(t)
+}

@@ -1,0 +1,73 @@
+package lease
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+func TestManagerRefusals(t *testing.T) {
+	uninit := NewManager(nil)
+	m, _, _ := fakeManager()
+	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
+	if _, err := m.RunElection("ns", "l", "a", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.WatchHolder("ns", "l", func(HolderState) {}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"election before init", func() error { _, err := uninit.RunElection("ns", "l", "a", unitTiming); return err }(), ErrNotInitialized},
+		{"watch before init", func() error { _, err := uninit.WatchHolder("ns", "l", func(HolderState) {}); return err }(), ErrNotInitialized},
+		{"pod label before init", uninit.SetPodLabel("ns", "p", "k", "v"), ErrNotInitialized},
+		{"second election", func() error { _, err := m.RunElection("ns", "l", "b", unitTiming); return err }(), ErrElectionExists},
+		{"second watch", func() error { _, err := m.WatchHolder("ns", "l", func(HolderState) {}); return err }(), ErrWatchExists},
+		{"nil callback", func() error { _, err := m.WatchHolder("ns", "x", nil); return err }(), ErrInvalidArgument},
+		{"bad identity", func() error { _, err := m.RunElection("ns", "x", "", unitTiming); return err }(), ErrInvalidArgument},
+		{"bad timing", func() error { _, err := m.RunElection("ns", "x", "a", Timing{}); return err }(), ErrInvalidArgument},
+		{"bad lease name", func() error { _, err := m.RunElection("ns", "X", "a", unitTiming); return err }(), ErrInvalidArgument},
+		{"cancel bad name", m.CancelElection("ns", ""), ErrInvalidArgument},
+		{"bad label key", m.SetPodLabel("ns", "p", "bad key", "v"), ErrInvalidArgument},
+		{"bad label value", m.SetPodLabel("ns", "p", "k", "bad value!"), ErrInvalidArgument},
+		{"bad pod name", m.RemovePodLabel("ns", "Pod", "k"), ErrInvalidArgument},
+	}
+	for _, tt := range tests {
+		if !errors.Is(tt.err, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, tt.err, tt.want)
+		}
+	}
+	for _, ok := range []error{m.CancelElection("ns", "none"), m.CancelWatch("ns", "none")} {
+		if ok != nil {
+			t.Errorf("cancelling nothing: %v", ok)
+		}
+	}
+}
+
+func TestManagerCancelForgetsAndAllowsNewElection(t *testing.T) {
+	m, _, _ := fakeManager()
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	if !e.Ended() || e.WaitLost() != nil || m.Election("ns", "l") != nil {
+		t.Fatal("cancelled election not ended and forgotten")
+	}
+	if _, err := m.RunElection("ns", "l", "a", unitTiming); err != nil {
+		t.Fatalf("new election after cancel: %v", err)
+	}
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.observers) != 0 {
+		t.Fatalf("observers left after Shutdown: %d", len(m.observers))
+	}
+}

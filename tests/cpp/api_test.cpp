@@ -1,0 +1,142 @@
+// Every exported function with NULL, empty, over-long and malformed input:
+// -1 with a message naming the problem, never a crash.
+#include <cstring>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "envtest_fixture.hpp"
+
+using namespace k8s_lease_test;
+
+namespace {
+
+char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+
+const std::string kLong(300, 'a');  // too long for a name
+
+void ExpectError(int rc, ErrMsg& err, const std::string& want) {
+  EXPECT_EQ(rc, -1);
+  EXPECT_NE(err.str().find(want), std::string::npos) << "message: " << err.str() << "\nwant: " << want;
+}
+
+}  // namespace
+
+TEST(Api, VersionIsStatic) {
+  const char* v = K8sLeaseVersion();
+  ASSERT_NE(v, nullptr);
+  EXPECT_GT(strlen(v), 0u);
+  EXPECT_EQ(v, K8sLeaseVersion());
+}
+
+TEST(Api, InitIsIdempotent) {
+  ErrMsg err;
+  EXPECT_EQ(K8sLeaseInit(err.out()), 0) << err.str();
+  EXPECT_TRUE(err.empty());
+  EXPECT_EQ(K8sLeaseInit(nullptr), 0);
+}
+
+TEST(Api, NullArguments) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = "x";
+  ExpectError(K8sLeaseRunElection(nullptr, S(l), S("id"), 5, 4, 1, err.out()), err, "namespace: must not be NULL");
+  ExpectError(K8sLeaseRunElection(S(ns), nullptr, S("id"), 5, 4, 1, err.out()), err, "lease name: must not be NULL");
+  ExpectError(K8sLeaseRunElection(S(ns), S(l), nullptr, 5, 4, 1, err.out()), err, "identity: must not be NULL");
+  ExpectError(K8sLeaseRunElectionMs(nullptr, S(l), S("id"), 5000, 4000, 1000, err.out()), err, "namespace");
+  ExpectError(K8sLeaseWaitElected(nullptr, S(l), 1, nullptr, err.out()), err, "namespace: must not be NULL");
+  ExpectError(K8sLeaseWaitLost(S(ns), nullptr, err.out()), err, "lease name: must not be NULL");
+  ExpectError(K8sLeaseCancelElection(nullptr, nullptr, err.out()), err, "namespace: must not be NULL");
+  ExpectError(K8sLeaseIsLeader(nullptr, S(l), nullptr, nullptr, err.out()), err, "namespace: must not be NULL");
+  ExpectError(K8sLeaseGetHolder(S(ns), nullptr, nullptr, nullptr, err.out()), err, "lease name: must not be NULL");
+  ExpectError(K8sLeaseWatchHolder(nullptr, S(l), nullptr, nullptr, err.out()), err, "namespace: must not be NULL");
+  ExpectError(K8sLeaseWatchHolder(S(ns), S(l), nullptr, nullptr, err.out()), err, "callbackFunc: must not be NULL");
+  ExpectError(K8sLeaseCancelWatch(S(ns), nullptr, err.out()), err, "lease name: must not be NULL");
+  ExpectError(K8sPatchPodLabel(S(ns), S("p"), S("k"), nullptr, err.out()), err, "label value: must not be NULL");
+  ExpectError(K8sPatchPodLabel(S(ns), nullptr, S("k"), S("v"), err.out()), err, "pod name: must not be NULL");
+  ExpectError(K8sRemovePodLabel(S(ns), S("p"), nullptr, err.out()), err, "label key: must not be NULL");
+  ExpectError(K8sLeaseShutdown(0, err.out()), err, "timeoutMs: must be > 0");
+  K8sLeaseFree(nullptr);
+  // A NULL errMsg: same return code, no message, no crash.
+  EXPECT_EQ(K8sLeaseRunElection(nullptr, nullptr, nullptr, 5, 4, 1, nullptr), -1);
+  EXPECT_EQ(K8sLeaseGetHolder(nullptr, nullptr, nullptr, nullptr, nullptr), -1);
+  EXPECT_EQ(K8sLeaseIsLeader(nullptr, nullptr, nullptr, nullptr, nullptr), -1);
+}
+
+TEST(Api, MalformedNamesAndIdentities) {
+  ErrMsg err;
+  std::string ns = kNamespace;
+  ExpectError(K8sLeaseRunElection(S(""), S("l"), S("id"), 5, 4, 1, err.out()), err, "namespace: must not be empty");
+  ExpectError(K8sLeaseRunElection(S("Bad_NS"), S("l"), S("id"), 5, 4, 1, err.out()), err, "namespace \"Bad_NS\"");
+  ExpectError(K8sLeaseRunElection(S(ns), S(""), S("id"), 5, 4, 1, err.out()), err, "lease name: must not be empty");
+  ExpectError(K8sLeaseRunElection(S(ns), S("a/b"), S("id"), 5, 4, 1, err.out()), err, "lease name \"a/b\"");
+  ExpectError(K8sLeaseRunElection(S(ns), S(kLong), S("id"), 5, 4, 1, err.out()), err, "lease name");
+  ExpectError(K8sLeaseRunElection(S(kLong), S("l"), S("id"), 5, 4, 1, err.out()), err, "namespace");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S(""), 5, 4, 1, err.out()), err, "identity: must not be empty");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("a\nb"), 5, 4, 1, err.out()), err, "control characters");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S(std::string(2000, 'i')), 5, 4, 1, err.out()), err, "at most 1024 bytes");
+  ExpectError(K8sLeaseGetHolder(S(ns), S("UPPER"), nullptr, nullptr, err.out()), err, "lease name \"UPPER\"");
+  ExpectError(K8sLeaseCancelWatch(S("-x"), S("l"), err.out()), err, "namespace \"-x\"");
+  ExpectError(K8sPatchPodLabel(S(ns), S("p"), S("bad key!"), S("v"), err.out()), err, "label key \"bad key!\"");
+  ExpectError(K8sPatchPodLabel(S(ns), S("p"), S("k"), S("bad value!"), err.out()), err, "label value \"bad value!\"");
+}
+
+TEST(Api, BadTimings) {
+  ErrMsg err;
+  std::string ns = kNamespace;
+  struct Case {
+    long long lease, renew, retry;
+    const char* want;
+  } cases[] = {
+      {0, 4000, 1000, "lease duration: must be > 0"},
+      {5000, -1, 1000, "renew deadline: must be > 0"},
+      {5000, 4000, 0, "retry period: must be > 0"},
+      {500, 400, 100, "lease duration: must be >= 1s"},
+      {2500, 2000, 100, "whole number of seconds"},
+      {4000, 4000, 1000, "must be greater than renew deadline"},
+      {5000, 1200, 1000, "greater than 1.2 x retry period"},
+      {9223372036854775807LL, 4000, 1000, "overflows a duration"},
+  };
+  for (const auto& c : cases) {
+    ExpectError(K8sLeaseRunElectionMs(S(ns), S("l"), S("id"), c.lease, c.renew, c.retry, err.out()), err, c.want);
+  }
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), 10, 10, 2, err.out()), err, "greater than renew deadline");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), -15, 10, 2, err.out()), err, "must be > 0");
+  ExpectError(K8sLeaseWaitElected(S(ns), S("l"), 0, nullptr, err.out()), err, "timeoutSec: must be > 0");
+  ExpectError(K8sLeaseWaitElected(S(ns), S("l"), -3, nullptr, err.out()), err, "timeoutSec: must be > 0");
+}
+
+TEST(Api, NoElectionAnswers) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("none");
+  long long token = 9, valid = 9;
+  EXPECT_EQ(K8sLeaseIsLeader(S(ns), S(l), &token, &valid, err.out()), 0) << err.str();
+  EXPECT_EQ(token, 0);
+  EXPECT_EQ(valid, 0);
+  EXPECT_EQ(K8sLeaseWaitLost(S(ns), S(l), err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseCancelWatch(S(ns), S(l), err.out()), 0) << err.str();
+  ExpectError(K8sLeaseWaitElected(S(ns), S(l), 1, nullptr, err.out()), err, "no election");
+}
+
+TEST(Api, GetHolderOfMissingLeaseReturnsOne) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("missing");
+  char* holder = reinterpret_cast<char*>(0x1);
+  long long token = 5;
+  EXPECT_EQ(K8sLeaseGetHolder(S(ns), S(l), &holder, &token, err.out()), 1) << err.str();
+  EXPECT_EQ(holder, nullptr);
+  EXPECT_EQ(token, 0);
+}
+
+TEST(Api, PodLabel) {
+  std::string pod = UniqueLease("pod");
+  ASSERT_EQ(Kubectl("-n " + std::string(kNamespace) + " run " + pod + " --image=example.invalid/none --restart=Never >/dev/null"), 0);
+  ErrMsg err;
+  std::string ns = kNamespace;
+  ASSERT_EQ(K8sPatchPodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), S("true"), err.out()), 0) << err.str();
+  EXPECT_EQ(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
+  ASSERT_EQ(K8sRemovePodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), err.out()), 0) << err.str();
+  ASSERT_EQ(K8sRemovePodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), err.out()), 0) << "absent label: " << err.str();
+  EXPECT_NE(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
+  ExpectError(K8sPatchPodLabel(S(ns), S("no-such-pod"), S("k"), S("v"), err.out()), err, "not found");
+}

@@ -1,0 +1,160 @@
+// One process: election lifecycle, WaitLost, GetHolder and WatchHolder
+// through the C ABI.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "envtest_fixture.hpp"
+
+using namespace k8s_lease_test;
+
+namespace {
+
+char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+
+struct Seen {
+  std::string holder;  // "" for NULL
+  bool null_holder;
+  long long token;
+  bool operator==(const Seen& o) const { return holder == o.holder && null_holder == o.null_holder && token == o.token; }
+};
+
+// Collects callbacks; noexcept so nothing can unwind into the library.
+struct WatchLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Seen> seen;
+
+  static void Callback(void* ctx, const char* holder, size_t size, int64_t token) noexcept {
+    auto* self = static_cast<WatchLog*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->seen.push_back({holder ? std::string(holder, size) : "", holder == nullptr, token});
+    self->cv.notify_all();
+  }
+
+  bool WaitFor(const Seen& want, int ms) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::milliseconds(ms), [&] { return !seen.empty() && seen.back() == want; });
+  }
+};
+
+}  // namespace
+
+TEST(Election, LifecycleThroughTheAbi) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("life");
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("cpp-a"), 2000, 1500, 400, err.out()), 0) << err.str();
+  ErrMsg dup;
+  EXPECT_EQ(K8sLeaseRunElection(S(ns), S(l), S("cpp-b"), 5, 4, 1, dup.out()), -1);
+  EXPECT_NE(dup.str().find("already running"), std::string::npos) << dup.str();
+
+  long long token = 0;
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, &token, err.out()), 0) << err.str();
+  EXPECT_GE(token, 1);
+
+  long long fencing = 0, valid = 0;
+  EXPECT_EQ(K8sLeaseIsLeader(S(ns), S(l), &fencing, &valid, err.out()), 1) << err.str();
+  EXPECT_EQ(fencing, token);
+  EXPECT_GT(valid, 0);
+  EXPECT_LE(valid, 1500);
+
+  char* holder = nullptr;
+  long long holder_token = 0;
+  ASSERT_EQ(K8sLeaseGetHolder(S(ns), S(l), &holder, &holder_token, err.out()), 0) << err.str();
+  ASSERT_NE(holder, nullptr);
+  EXPECT_STREQ(holder, "cpp-a");
+  EXPECT_EQ(holder_token, token);
+  K8sLeaseFree(holder);
+
+  auto lost = std::async(std::launch::async, [&] {
+    ErrMsg e;
+    int rc = K8sLeaseWaitLost(S(ns), S(l), e.out());
+    return std::make_pair(rc, e.str());
+  });
+  ASSERT_EQ(lost.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout) << "WaitLost returned while leading";
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeader(S(ns), S(l), &fencing, &valid, err.out()), 0);
+  ASSERT_EQ(lost.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  auto [rc, msg] = lost.get();
+  EXPECT_EQ(rc, 0) << msg;
+  EXPECT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << "second cancel: " << err.str();
+
+  holder = reinterpret_cast<char*>(0x1);
+  ASSERT_EQ(K8sLeaseGetHolder(S(ns), S(l), &holder, &holder_token, err.out()), 0) << err.str();
+  EXPECT_EQ(holder, nullptr) << "released lease still has a holder";
+  EXPECT_EQ(holder_token, token);
+
+  // Same identity again: a greater token.
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("cpp-a"), 2000, 1500, 400, err.out()), 0) << err.str();
+  long long token2 = 0;
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, &token2, err.out()), 0) << err.str();
+  EXPECT_GT(token2, token);
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+}
+
+TEST(Election, WatchHolderReportsChangesNotRenewals) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("watch");
+  WatchLog log;
+  ASSERT_EQ(K8sLeaseWatchHolder(S(ns), S(l), &log, &WatchLog::Callback, err.out()), 0) << err.str();
+  EXPECT_TRUE(log.WaitFor({"", true, 0}, 5000)) << "no initial callback for an absent lease";
+  ErrMsg dup;
+  EXPECT_EQ(K8sLeaseWatchHolder(S(ns), S(l), &log, &WatchLog::Callback, dup.out()), -1);
+
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("watched"), 2000, 1500, 400, err.out()), 0) << err.str();
+  long long token = 0;
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, &token, err.out()), 0) << err.str();
+  EXPECT_TRUE(log.WaitFor({"watched", false, token}, 5000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // three renewals
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    EXPECT_EQ(log.seen.size(), 2u) << "renewals must not be reported";
+  }
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+  EXPECT_TRUE(log.WaitFor({"", true, token}, 5000)) << "release not reported";
+  ASSERT_EQ(K8sLeaseCancelWatch(S(ns), S(l), err.out()), 0) << err.str();
+}
+
+TEST(Election, ShutdownReleasesEverythingAndStaysUsable) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("shutdown");
+  WatchLog log;
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("s"), 2000, 1500, 400, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, nullptr, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseWatchHolder(S(ns), S(l), &log, &WatchLog::Callback, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseShutdown(5000, err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeader(S(ns), S(l), nullptr, nullptr, err.out()), 0);
+  char* holder = nullptr;
+  ASSERT_EQ(K8sLeaseGetHolder(S(ns), S(l), &holder, nullptr, err.out()), 0) << err.str();
+  EXPECT_EQ(holder, nullptr) << "lease still held after Shutdown";
+  K8sLeaseFree(holder);
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("s"), 2000, 1500, 400, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, nullptr, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+}
+
+TEST(Election, WaitElectedTimeoutCancels) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("timeout");
+  // Another process holds the lease: kubectl creates it with a live holder.
+  std::string now_cmd = "date -u +%Y-%m-%dT%H:%M:%S.000000Z";
+  std::string manifest =
+      "printf 'apiVersion: coordination.k8s.io/v1\\nkind: Lease\\nmetadata: {name: " + l + ", namespace: " + ns +
+      "}\\nspec: {holderIdentity: other, leaseDurationSeconds: 3600, renewTime: \"%s\"}\\n' \"$(" + now_cmd +
+      ")\" | ";
+  ASSERT_EQ(system((manifest + Env("KUBEBUILDER_ASSETS") + "/kubectl --kubeconfig " + Kubeconfig() + " apply -f - >/dev/null").c_str()), 0);
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("me"), 2000, 1500, 400, err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseWaitElected(S(ns), S(l), 1, nullptr, err.out()), -1);
+  EXPECT_NE(err.str().find("timed out"), std::string::npos) << err.str();
+  EXPECT_EQ(K8sLeaseWaitLost(S(ns), S(l), err.out()), 0) << "cancelled candidacy: " << err.str();
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("me"), 2000, 1500, 400, err.out()), 0) << "new candidacy: " << err.str();
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+}
