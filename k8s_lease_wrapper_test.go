@@ -69,7 +69,9 @@ func TestNullArgumentsNeverCrash(t *testing.T) {
 		want string
 	}{
 		{"RunElection", func(m **cchar) int32 { return int32(K8sLeaseRunElection(nil, cs("l"), cs("id"), 5, 4, 1, m)) }, "namespace: must not be NULL"},
-		{"RunElectionMs", func(m **cchar) int32 { return int32(K8sLeaseRunElectionMs(cs("ns"), nil, cs("id"), 5000, 4000, 1000, m)) }, "lease name: must not be NULL"},
+		{"RunElectionMs", func(m **cchar) int32 {
+			return int32(K8sLeaseRunElectionMs(cs("ns"), nil, cs("id"), 5000, 4000, 1000, m))
+		}, "lease name: must not be NULL"},
 		{"RunElection identity", func(m **cchar) int32 { return int32(K8sLeaseRunElection(cs("ns"), cs("l"), nil, 5, 4, 1, m)) }, "identity: must not be NULL"},
 		{"WaitElected", func(m **cchar) int32 { return int32(K8sLeaseWaitElected(nil, nil, 1, nil, m)) }, "namespace: must not be NULL"},
 		{"WaitLost", func(m **cchar) int32 { return int32(K8sLeaseWaitLost(nil, nil, m)) }, "namespace: must not be NULL"},
@@ -83,7 +85,9 @@ func TestNullArgumentsNeverCrash(t *testing.T) {
 		{"Shutdown", func(m **cchar) int32 { return int32(K8sLeaseShutdown(0, m)) }, "timeoutMs: must be > 0"},
 		{"WaitElected timeout", func(m **cchar) int32 { return int32(K8sLeaseWaitElected(cs("ns"), cs("l"), 0, nil, m)) }, "timeoutSec: must be > 0"},
 		{"bad timing", func(m **cchar) int32 { return int32(K8sLeaseRunElection(cs("ns"), cs("l"), cs("id"), 4, 5, 1, m)) }, "must be greater than renew deadline"},
-		{"sub-second lease", func(m **cchar) int32 { return int32(K8sLeaseRunElectionMs(cs("ns"), cs("l"), cs("id"), 800, 500, 100, m)) }, "lease duration: must be >= 1s"},
+		{"sub-second lease", func(m **cchar) int32 {
+			return int32(K8sLeaseRunElectionMs(cs("ns"), cs("l"), cs("id"), 800, 500, 100, m))
+		}, "lease duration: must be >= 1s"},
 		{"bad name", func(m **cchar) int32 { return int32(K8sLeaseIsLeader(cs("ns"), cs("Bad_Name"), nil, nil, m)) }, `lease name "Bad_Name"`},
 	}
 	for _, c := range calls {

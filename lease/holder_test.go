@@ -114,6 +114,3 @@ func TestKeyFormat(t *testing.T) {
 		t.Fatalf("Key.String = %q", got)
 	}
 }
-
-
-

@@ -28,10 +28,10 @@ func TestNextToken(t *testing.T) {
 		current, highest, want int64
 		wantErr                bool
 	}{
-		{0, 0, 1, false},     // first creation gets 1, not client-go's 0
-		{3, 0, 4, false},     // take-over
-		{0, 7, 8, false},     // Lease re-created after deletion: above the old ones
-		{-5, -1, 1, false},   // garbage in the record
+		{0, 0, 1, false},   // first creation gets 1, not client-go's 0
+		{3, 0, 4, false},   // take-over
+		{0, 7, 8, false},   // Lease re-created after deletion: above the old ones
+		{-5, -1, 1, false}, // garbage in the record
 		{math.MaxInt32, 0, 0, true},
 	}
 	for _, tt := range tests {
