@@ -23,7 +23,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: all lib envtest-assets envtest-server vet unit integration cpp-test test demo clean
+.PHONY: all lib envtest-assets envtest-server check-deps vet unit integration cpp-test test demo clean
 
 all: lib
 
@@ -42,11 +42,17 @@ envtest-server: $(ENVTEST_SERVER)
 $(ENVTEST_SERVER): $(GO_SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/envtest-server
 
-vet:
+vet: check-deps
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "not gofmt'd: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+
+# envtest (controller-runtime) is for tests only: it must never be linked
+# into the shared library.
+check-deps:
+	@if $(GO) list -deps k8s_lease_wrapper.go | grep -q '^sigs.k8s.io/controller-runtime'; then \
+	  echo "controller-runtime is linked into the library" >&2; exit 1; fi
 
 unit:
 	$(GO) test -race -count=1 ./...

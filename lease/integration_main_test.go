@@ -136,3 +136,7 @@ func createPod(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 }
+
+func metav1ObjectMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: itNamespace}
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    options
+		wantErr bool
+	}{
+		{nil, options{}, false},
+		{[]string{"--kubeconfig", "/tmp/k", "--namespace", "a", "--namespace", "b"}, options{kubeconfigPath: "/tmp/k", namespaces: stringList{"a", "b"}}, false},
+		{[]string{"extra"}, options{}, true},
+		{[]string{"--nope"}, options{}, true},
+	}
+	for _, tt := range tests {
+		got, err := parseFlags(tt.args)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("parseFlags(%q) error = %v", tt.args, err)
+			continue
+		}
+		if !tt.wantErr && !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("parseFlags(%q) = %+v, want %+v", tt.args, got, tt.want)
+		}
+	}
+}
