@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 )
@@ -237,33 +239,57 @@ func TestLeaseDeletedWhileHeld(t *testing.T) {
 	}
 }
 
-func TestHolderEditedWhileHeld(t *testing.T) {
-	name := leaseName(t)
-	m := newProcess(t)
-	a := mustRun(t, m, name, "a")
-	mustElect(t, a, 5*time.Second)
+// editLease applies edit to the Lease as another writer would, retrying
+// when a renewal wins the compare-and-swap.
+func editLease(t *testing.T, name string, edit func(*coordinationv1.Lease)) {
+	t.Helper()
 	leases := itAdmin.CoordinationV1().Leases(itNamespace)
-	l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	intruder := "intruder"
-	l.Spec.HolderIdentity = &intruder
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Skipf("lost the race with a renewal: %v", err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- a.WaitLost() }()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrLeaseTaken) {
-			t.Fatalf("WaitLost = %v, want ErrLeaseTaken", err)
+	for attempt := 0; attempt < 20; attempt++ {
+		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(fastTiming.RenewDeadline):
-		t.Fatal("leader did not notice the new holder")
+		edit(l)
+		if _, err = leases.Update(context.Background(), l, metav1.UpdateOptions{}); err == nil {
+			return
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
 	}
-	if ok, _, _ := a.IsLeader(); ok {
-		t.Fatal("IsLeader after loss")
+	t.Fatal("could not edit the lease: conflicts with every renewal")
+}
+
+func TestForeignEditsWhileHeld(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*coordinationv1.Lease)
+		want error
+	}{
+		{"holder changed", func(l *coordinationv1.Lease) { h := "intruder"; l.Spec.HolderIdentity = &h }, ErrLeaseTaken},
+		{"lease duration edited down", func(l *coordinationv1.Lease) { d := int32(1); l.Spec.LeaseDurationSeconds = &d }, ErrLeaseEdited},
+		{"token edited", func(l *coordinationv1.Lease) { n := *l.Spec.LeaseTransitions + 10; l.Spec.LeaseTransitions = &n }, ErrLeaseEdited},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			name := leaseName(t)
+			m := newProcess(t)
+			a := mustRun(t, m, name, "a")
+			mustElect(t, a, 5*time.Second)
+			editLease(t, name, tt.edit)
+			done := make(chan error, 1)
+			go func() { done <- a.WaitLost() }()
+			select {
+			case err := <-done:
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("WaitLost = %v, want %v", err, tt.want)
+				}
+			case <-time.After(fastTiming.RenewDeadline):
+				t.Fatal("leader did not notice the foreign write")
+			}
+			if ok, _, _ := a.IsLeader(); ok {
+				t.Fatal("IsLeader after loss")
+			}
+		})
 	}
 }
 
