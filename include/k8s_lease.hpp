@@ -1,0 +1,221 @@
+// k8s_lease.hpp - header-only C++17 wrapper over k8s_lease.h.
+//
+// Errors: functions throw k8s_lease::Error (a std::runtime_error carrying the
+// library's message) when the C call returns -1, except where a result type
+// says otherwise: Election::WaitElected returns std::nullopt (with the reason
+// in *why) because not being elected within a timeout is an ordinary outcome,
+// Election::WaitLost returns the reason as a string, and IsLeader never fails
+// once the Election exists. Destructors never throw.
+//
+// Threading: everything here may be called from any thread. HolderWatch
+// callbacks run on a library thread, one at a time per watch; an exception
+// thrown by a callback is caught by the shim (it must never unwind into the
+// Go runtime) and reported to std::cerr.
+#ifndef K8S_LEASE_HPP
+#define K8S_LEASE_HPP
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "k8s_lease.h"
+
+namespace k8s_lease {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+// Owns a message from the library.
+class Message {
+ public:
+  Message() = default;
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  ~Message() { K8sLeaseFree(p_); }
+  char** out() { return &p_; }
+  std::string str() const { return p_ ? p_ : "unknown error"; }
+
+ private:
+  char* p_ = nullptr;
+};
+
+inline char* c(const std::string& s) { return const_cast<char*>(s.c_str()); }
+
+inline void check(int rc, const Message& m, const char* what) {
+  if (rc < 0) throw Error(std::string(what) + ": " + m.str());
+}
+
+}  // namespace detail
+
+// Election timing (client-go's). The lease duration must be whole seconds.
+struct Timing {
+  std::chrono::milliseconds lease_duration{15000};
+  std::chrono::milliseconds renew_deadline{10000};
+  std::chrono::milliseconds retry_period{2000};
+};
+
+struct LeaderStatus {
+  bool leader = false;
+  long long fencing_token = 0;
+  std::chrono::milliseconds valid_for{0};
+  explicit operator bool() const { return leader; }
+};
+
+struct Holder {
+  std::optional<std::string> identity;  // nullopt: released or expired
+  long long fencing_token = 0;
+};
+
+// Init connects to the cluster (in-cluster, else $KUBECONFIG, else
+// ~/.kube/config). Idempotent.
+inline void Init() {
+  detail::Message m;
+  detail::check(K8sLeaseInit(m.out()), m, "k8s_lease::Init");
+}
+
+inline std::string Version() { return K8sLeaseVersion(); }
+
+// GetHolder returns std::nullopt when the Lease does not exist.
+inline std::optional<Holder> GetHolder(const std::string& ns, const std::string& lease) {
+  detail::Message m;
+  char* holder = nullptr;
+  long long token = 0;
+  int rc = K8sLeaseGetHolder(detail::c(ns), detail::c(lease), &holder, &token, m.out());
+  detail::check(rc, m, "k8s_lease::GetHolder");
+  if (rc == 1) return std::nullopt;
+  Holder h;
+  h.fencing_token = token;
+  if (holder) {
+    h.identity = holder;
+    K8sLeaseFree(holder);
+  }
+  return h;
+}
+
+inline void SetPodLabel(const std::string& ns, const std::string& pod, const std::string& key, const std::string& value) {
+  detail::Message m;
+  detail::check(K8sPatchPodLabel(detail::c(ns), detail::c(pod), detail::c(key), detail::c(value), m.out()), m,
+                "k8s_lease::SetPodLabel");
+}
+
+inline void RemovePodLabel(const std::string& ns, const std::string& pod, const std::string& key) {
+  detail::Message m;
+  detail::check(K8sRemovePodLabel(detail::c(ns), detail::c(pod), detail::c(key), m.out()), m,
+                "k8s_lease::RemovePodLabel");
+}
+
+// Shutdown cancels every election (releasing) and watch of the process.
+inline void Shutdown(std::chrono::milliseconds timeout) {
+  detail::Message m;
+  detail::check(K8sLeaseShutdown(static_cast<int>(timeout.count()), m.out()), m, "k8s_lease::Shutdown");
+}
+
+// Election is one candidacy and at most one term of leadership. Its
+// destructor cancels it (releasing the lease if held). Not copyable or
+// movable: it names one lease of this process.
+class Election {
+ public:
+  Election(std::string ns, std::string lease, std::string identity, const Timing& t = Timing{})
+      : ns_(std::move(ns)), lease_(std::move(lease)), identity_(std::move(identity)) {
+    detail::Message m;
+    int rc = K8sLeaseRunElectionMs(detail::c(ns_), detail::c(lease_), detail::c(identity_),
+                                   t.lease_duration.count(), t.renew_deadline.count(), t.retry_period.count(),
+                                   m.out());
+    detail::check(rc, m, "k8s_lease::Election");
+  }
+  Election(const Election&) = delete;
+  Election& operator=(const Election&) = delete;
+  ~Election() { K8sLeaseCancelElection(detail::c(ns_), detail::c(lease_), nullptr); }
+
+  // The fencing token once elected; std::nullopt on timeout (the candidacy
+  // is then cancelled), cancel or loss, with the reason in *why.
+  std::optional<long long> WaitElected(std::chrono::seconds timeout, std::string* why = nullptr) {
+    detail::Message m;
+    long long token = 0;
+    if (K8sLeaseWaitElected(detail::c(ns_), detail::c(lease_), static_cast<int>(timeout.count()), &token,
+                            m.out()) != 0) {
+      if (why) *why = m.str();
+      return std::nullopt;
+    }
+    return token;
+  }
+
+  // Blocks until leadership (or the candidacy) ends: "" when cancelled,
+  // else why it was lost.
+  std::string WaitLost() {
+    detail::Message m;
+    return K8sLeaseWaitLost(detail::c(ns_), detail::c(lease_), m.out()) == 0 ? "" : m.str();
+  }
+
+  LeaderStatus IsLeader() const noexcept {
+    LeaderStatus s;
+    long long valid = 0;
+    s.leader = K8sLeaseIsLeader(detail::c(ns_), detail::c(lease_), &s.fencing_token, &valid, nullptr) == 1;
+    s.valid_for = std::chrono::milliseconds(valid);
+    return s;
+  }
+
+  // Cancel ends the election now (releasing a held lease); throws if the
+  // release failed (the lease then simply expires).
+  void Cancel() {
+    detail::Message m;
+    detail::check(K8sLeaseCancelElection(detail::c(ns_), detail::c(lease_), m.out()), m, "k8s_lease::Cancel");
+  }
+
+  const std::string& ns() const { return ns_; }
+  const std::string& lease() const { return lease_; }
+  const std::string& identity() const { return identity_; }
+
+ private:
+  std::string ns_, lease_, identity_;
+};
+
+// HolderWatch calls back with the current holder, then on every change of
+// (holder, token). The destructor stops the watch synchronously (no callback
+// runs after it returns); destroying the watch from inside its own callback
+// is not allowed (call Shutdown or keep it alive instead).
+class HolderWatch {
+ public:
+  using Callback = std::function<void(const std::optional<std::string>& holder, long long fencing_token)>;
+
+  HolderWatch(std::string ns, std::string lease, Callback cb)
+      : ns_(std::move(ns)), lease_(std::move(lease)), cb_(std::move(cb)) {
+    detail::Message m;
+    detail::check(K8sLeaseWatchHolder(detail::c(ns_), detail::c(lease_), this, &HolderWatch::Shim, m.out()), m,
+                  "k8s_lease::HolderWatch");
+  }
+  HolderWatch(const HolderWatch&) = delete;
+  HolderWatch& operator=(const HolderWatch&) = delete;
+  ~HolderWatch() { K8sLeaseCancelWatch(detail::c(ns_), detail::c(lease_), nullptr); }
+
+ private:
+  static void Shim(void* ctx, const char* holder, size_t size, int64_t token) noexcept {
+    auto* self = static_cast<HolderWatch*>(ctx);
+    try {
+      std::optional<std::string> h;
+      if (holder) h.emplace(holder, size);
+      self->cb_(h, token);
+    } catch (const std::exception& e) {
+      std::cerr << "k8s_lease: HolderWatch callback threw: " << e.what() << '\n';
+    } catch (...) {
+      std::cerr << "k8s_lease: HolderWatch callback threw a non-std exception\n";
+    }
+  }
+
+  std::string ns_, lease_;
+  Callback cb_;
+};
+
+}  // namespace k8s_lease
+
+#endif  // K8S_LEASE_HPP
