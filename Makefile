@@ -79,7 +79,7 @@ test: deps vet unit integration cpp-test demo-check
 
 # The README's first command must keep working: run it and keep its output.
 demo-check: cmake-build $(BUILD)/bin/lease-demo
-	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server > $(BUILD)/demo.log 2>&1 \
+	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER) > $(BUILD)/demo.log 2>&1 \
 	  || { cat $(BUILD)/demo.log; echo "make demo failed" >&2; exit 1; }
 	@grep -E "fail-over after|hand-off after" $(BUILD)/demo.log
 
@@ -87,7 +87,7 @@ $(BUILD)/bin/lease-demo: $(GO_SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/lease-demo
 
 demo: cmake-build $(BUILD)/bin/lease-demo
-	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server
+	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER)
 
 clean:
 	rm -rf $(BUILD)

@@ -33,10 +33,14 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.haServer, "ha-server", "build/cmake/examples/ha_server", "the ha_server example binary")
+	envtestServer := flag.String("envtest-server", "", "the envtest-server binary (default: $ENVTEST_SERVER, else build/bin/envtest-server)")
 	flag.IntVar(&cfg.leaseSeconds, "lease-duration", 5, "lease duration, seconds")
 	flag.IntVar(&cfg.renewMs, "renew-deadline-ms", 4000, "renew deadline, milliseconds")
 	flag.IntVar(&cfg.retryMs, "retry-period-ms", 1000, "retry period, milliseconds")
 	flag.Parse()
+	if *envtestServer != "" {
+		os.Setenv("ENVTEST_SERVER", *envtestServer)
+	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "lease-demo:", err)
 		os.Exit(1)

@@ -28,10 +28,26 @@ type Server struct {
 	exited     chan error
 }
 
-// RepoRoot is the module root, found from this file's location.
+// RepoRoot is the module root: found from this file's location, or (in a
+// -trimpath build, where that is not a real path) by walking up from the
+// working directory to go.mod.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	if filepath.IsAbs(file) {
+		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
 }
 
 // Binary is the path of the envtest-server built by `make envtest-server`
