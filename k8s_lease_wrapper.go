@@ -17,13 +17,20 @@ package main
 
 typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
 
+typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
+
 static inline void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token) {
 	cb(ctx, holder, size, token);
+}
+
+static inline void k8s_lease_call_log_cb(k8s_lease_log_cb_t cb, void* ctx, int level, const char* msg, size_t size) {
+	cb(ctx, level, msg, size);
 }
 */
 import "C"
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -349,6 +356,47 @@ func K8sLeaseShutdown(timeoutMs C.int, errMsg **C.char) C.int {
 			return -1, fmt.Errorf("%w: timeoutMs: must be > 0, got %d", lease.ErrInvalidArgument, timeoutMs)
 		}
 		return 0, lib.Shutdown(time.Duration(timeoutMs) * time.Millisecond)
+	})
+}
+
+//export K8sLeaseSetLogger
+func K8sLeaseSetLogger(callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_log_cb_t, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		if callbackFunc == nil {
+			lease.SetLogSink(nil) // back to standard error
+			return 0, nil
+		}
+		lease.SetLogSink(func(level lease.Level, msg string) {
+			cmsg := C.CString(msg)
+			defer C.free(unsafe.Pointer(cmsg))
+			C.k8s_lease_call_log_cb(callbackFunc, callbackCtx, C.int(level), cmsg, C.size_t(len(msg)))
+		})
+		return 0, nil
+	})
+}
+
+//export K8sLeaseSetLogLevel
+func K8sLeaseSetLogLevel(level C.int, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		return 0, lease.SetLogLevel(lease.Level(level))
+	})
+}
+
+//export K8sLeaseStats
+func K8sLeaseStats(statsJSON **C.char, errMsg **C.char) C.int {
+	if statsJSON != nil {
+		*statsJSON = nil
+	}
+	return export(errMsg, func() (int, error) {
+		if statsJSON == nil {
+			return -1, fmt.Errorf("%w: statsJson: must not be NULL", lease.ErrInvalidArgument)
+		}
+		out, err := json.Marshal(map[string]any{"version": lease.Version, "leases": lib.Stats()})
+		if err != nil {
+			return -1, err
+		}
+		*statsJSON = C.CString(string(out))
+		return 0, nil
 	})
 }
 

@@ -199,8 +199,53 @@ int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
 int K8sLeaseShutdown(int timeoutMs, char** errMsg);
 
 /*
+ * k8s_lease_log_cb_t - receives the library's log messages and client-go's.
+ *   level  0 error, 1 warning, 2 info, 3+ debug.
+ *   msg    the message, without a trailing newline; valid only during the
+ *          call.
+ * Calls are serialized (never two at once) but come from any thread,
+ * including the caller's own during a library call. Must not throw and must
+ * not call K8sLeaseSetLogger or K8sLeaseSetLogLevel (they would wait for it).
+ */
+typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
+
+/*
+ * K8sLeaseSetLogger - route logs to callbackFunc(callbackCtx, ...); NULL
+ * callbackFunc restores the default, standard error. callbackCtx must stay
+ * valid until the logger is replaced. Returns 0.
+ */
+int K8sLeaseSetLogger(void* callbackCtx, k8s_lease_log_cb_t callbackFunc, char** errMsg);
+
+/*
+ * K8sLeaseSetLogLevel - emit messages up to level: 0 errors, 1 warnings
+ * (the default: quiet), 2 info (elections, losses, releases, watch
+ * restarts), 3 debug; 4..12 also raise client-go's verbosity (klog -v 1..9;
+ * at 9 it logs every request, with credentials masked).
+ * Returns 0, or -1 when level is outside 0..12.
+ */
+int K8sLeaseSetLogLevel(int level, char** errMsg);
+
+/*
+ * K8sLeaseStats - counters for every lease this process has used, as a JSON
+ * string in *statsJson (free with K8sLeaseFree), for a host to export as
+ * metrics. Counters are cumulative over the process's life:
+ *   {"version": "...", "leases": [{"namespace", "name",
+ *     "election": null or {"running", "leader", "fencing_token",
+ *        "acquisitions", "releases",
+ *        "losses": {"renew_deadline", "deleted", "taken", "edited"},
+ *        "renewals", "renew_errors", "api_errors" (failed acquisitions and
+ *        renewals, conflicts excluded), "renew_latency_last_ms",
+ *        "renew_latency_max_ms", "renew_latency_mean_ms"},
+ *     "watching" (a holder watch runs), "watch_callbacks" (delivered),
+ *     "watch_restarts" (the Lease watch ended by an error and was resumed),
+ *     "watch_requests" (list and watch requests made to follow the Lease)}]}
+ * Returns 0, or -1 (statsJson NULL).
+ */
+int K8sLeaseStats(char** statsJson, char** errMsg);
+
+/*
  * K8sLeaseFree - free a string returned by this library (*errMsg,
- * *holderIdentity). NULL is ignored. Never pass K8sLeaseVersion's result.
+ * *holderIdentity, *statsJson). NULL is ignored. Never pass K8sLeaseVersion's result.
  */
 void K8sLeaseFree(void* p);
 

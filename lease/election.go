@@ -39,6 +39,7 @@ type Election struct {
 	obs         *observer
 	clock       clock.Clock
 	onEnd       func() // releases the observer; called once, when the run ends
+	stats       *leaseStats
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -62,11 +63,11 @@ func newIncarnation() string {
 	return hex.EncodeToString(b)
 }
 
-func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, onEnd func()) *Election {
+func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func()) *Election {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
-		leases: leases, obs: obs, clock: clk, onEnd: onEnd,
+		leases: leases, obs: obs, clock: clk, onEnd: onEnd, stats: stats,
 		ctx: ctx, cancel: cancel, runDone: make(chan struct{}),
 		elected: make(chan struct{}), ended: make(chan struct{}),
 	}
@@ -82,8 +83,9 @@ func (e *Election) run() {
 	if !e.campaign(notify) {
 		return
 	}
-	if reason := e.lead(notify); reason != nil {
-		e.end(reason)
+	if reason := e.lead(notify); reason != nil && e.end(reason) {
+		e.stats.lost(reason)
+		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
 	}
 }
 
@@ -232,6 +234,9 @@ func (e *Election) campaign(notify <-chan struct{}) bool {
 		delay := retry.next()
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			delay = 0 // someone else wrote: decide again on the new state
+		} else {
+			e.stats.apiErrors.Add(1)
+			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
 		}
 		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
 			return false
@@ -282,5 +287,7 @@ func (e *Election) acquire(snap snapshot, create bool) error {
 	e.phase, e.token = phaseLeader, token
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
 	close(e.elected)
+	e.stats.acquisitions.Add(1)
+	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)
 	return nil
 }

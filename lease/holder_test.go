@@ -78,7 +78,7 @@ func TestGetHolderObservedUsesMonotonicExpiry(t *testing.T) {
 	m, client, clk := fakeManager()
 	// A holder whose wall clock runs an hour behind: renewTime looks
 	// expired, but this process saw it change just now, so it is valid.
-	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0)
+	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
 	m.observers[Key{"ns", "l"}] = &observedLease{obs: obs, refs: 1}
 	obs.apply(testLease("l", "a", 2, testNow.Add(-time.Hour), 10), "7")
 	if got, _ := m.GetHolder("ns", "l"); got.Holder != "a" {

@@ -47,7 +47,7 @@ func (l *stateLog) expectNone(t *testing.T) {
 
 func TestHolderWatchDispatch(t *testing.T) {
 	clk := clocktesting.NewFakeClock(testNow)
-	obs := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0)
+	obs := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
 	log := &stateLog{seen: make(chan struct{}, 10)}
 	ended := make(chan struct{})
 	w := newHolderWatch(Key{"ns", "l"}, obs, clk, log.add, func() { close(ended) })

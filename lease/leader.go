@@ -43,6 +43,9 @@ func (e *Election) lead(notify <-chan struct{}) error {
 					return reason
 				}
 				e.setAPIErr(err)
+				e.stats.renewErrors.Add(1)
+				e.stats.apiErrors.Add(1)
+				logf(LevelWarning, "lease %s: renewal failed (will retry within the renew deadline): %v", e.key, err)
 				next = e.timing.RetryPeriod / 2 // retry sooner while the deadline runs
 			}
 			renew.Reset(next)
@@ -106,6 +109,7 @@ func (e *Election) renew() error {
 	if err != nil {
 		return err
 	}
+	e.stats.renewed(e.clock.Since(sent))
 	e.obs.apply(got, got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -128,6 +132,8 @@ func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) er
 		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			e.obs.apply(got, got.ResourceVersion)
+			e.stats.releases.Add(1)
+			logf(LevelInfo, "lease %s: %s released", e.key, e.identity)
 			return nil
 		}
 		if apierrors.IsNotFound(err) {

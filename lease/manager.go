@@ -29,6 +29,7 @@ type Manager struct {
 	// beyond the life of its observer (a Lease deleted and re-created must
 	// not hand out a smaller token).
 	highestToken map[Key]int64
+	stats        map[Key]*leaseStats
 }
 
 type observedLease struct {
@@ -43,7 +44,7 @@ func NewManager(clk clock.Clock) *Manager {
 		clk = clock.RealClock{}
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{},
-		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}}
+		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{}}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -77,7 +78,7 @@ func (m *Manager) acquireObserverLocked(key Key, resync time.Duration) *observer
 	ol := m.observers[key]
 	if ol == nil {
 		leases := m.client.CoordinationV1().Leases(key.Namespace)
-		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key])}
+		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key], m.statsLocked(key))}
 		ol.obs.start()
 		m.observers[key] = ol
 	}
@@ -132,7 +133,7 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrElectionExists, key)
 	}
 	obs := m.acquireObserverLocked(key, resyncFor(t.LeaseDuration))
-	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock,
+	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() { m.releaseObserver(key) })
 	m.elections[key] = e
 	e.start()
@@ -181,7 +182,9 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
 	}
 	obs := m.acquireObserverLocked(key, defaultResync)
-	w := newHolderWatch(key, obs, m.clock, cb, func() { m.releaseObserver(key) })
+	stats := m.statsLocked(key)
+	w := newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
+		func() { m.releaseObserver(key) })
 	m.watches[key] = w
 	w.start()
 	return w, nil

@@ -53,6 +53,7 @@ type observer struct {
 	name   string
 	clock  clock.Clock
 	resync time.Duration
+	stats  *leaseStats
 
 	mu     sync.Mutex
 	snap   snapshot
@@ -61,8 +62,8 @@ type observer struct {
 	done   chan struct{}
 }
 
-func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64) *observer {
-	o := &observer{leases: leases, name: name, clock: clk, resync: resync,
+func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
+	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
 		subs: map[chan struct{}]struct{}{}, done: make(chan struct{})}
 	o.snap.highestToken = highestToken
 	return o
@@ -148,10 +149,12 @@ func (o *observer) run(ctx context.Context) {
 			backoff.reset()
 			continue
 		}
+		o.stats.watchRestarts.Add(1)
 		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 			rv = "" // too old to resume: list again
 			continue
 		}
+		logf(LevelInfo, "watch of lease %s: %v (retrying)", o.name, err)
 		select {
 		case <-ctx.Done():
 		case <-o.clock.After(backoff.next()):
@@ -169,6 +172,7 @@ func (o *observer) selector() string {
 func (o *observer) list(ctx context.Context) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	o.stats.observerRequests.Add(1)
 	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
 	if err != nil {
 		return "", err
@@ -194,6 +198,7 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 	timeout := int64(o.resync / time.Second)
 	wctx, cancel := context.WithTimeout(ctx, o.resync+requestTimeout)
 	defer cancel()
+	o.stats.observerRequests.Add(1)
 	w, err := o.leases.Watch(wctx, metav1.ListOptions{
 		FieldSelector: o.selector(), ResourceVersion: rv,
 		TimeoutSeconds: &timeout, AllowWatchBookmarks: true,

@@ -10,7 +10,7 @@ import (
 
 func TestObserverApply(t *testing.T) {
 	clk := clocktesting.NewFakeClock(testNow)
-	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
 	notify := o.subscribe()
 
 	o.apply(testLease("l", "a", 3, testNow, 10), "10")

@@ -158,3 +158,54 @@ TEST(Election, WaitElectedTimeoutCancels) {
   ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("me"), 2000, 1500, 400, err.out()), 0) << "new candidacy: " << err.str();
   ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
 }
+
+namespace {
+
+struct LogCapture {
+  std::mutex mu;
+  std::vector<std::pair<int, std::string>> lines;
+  static void Callback(void* ctx, int level, const char* msg, size_t size) noexcept {
+    auto* self = static_cast<LogCapture*>(ctx);
+    std::lock_guard<std::mutex> lock(self->mu);
+    self->lines.emplace_back(level, std::string(msg, size));
+  }
+  bool Has(int level, const std::string& part) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& [l, m] : lines)
+      if (l == level && m.find(part) != std::string::npos) return true;
+    return false;
+  }
+};
+
+}  // namespace
+
+TEST(Election, LoggerAndStats) {
+  ErrMsg err;
+  std::string ns = kNamespace, l = UniqueLease("stats");
+  LogCapture logs;
+  ASSERT_EQ(K8sLeaseSetLogger(&logs, &LogCapture::Callback, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseSetLogLevel(2, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(ns), S(l), S("logged"), 2000, 1500, 400, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, nullptr, err.out()), 0) << err.str();
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));  // two renewals
+  ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
+  EXPECT_TRUE(logs.Has(2, "logged elected")) << "no info line about the election";
+  EXPECT_TRUE(logs.Has(2, "logged released"));
+
+  char* json = nullptr;
+  ASSERT_EQ(K8sLeaseStats(&json, err.out()), 0) << err.str();
+  ASSERT_NE(json, nullptr);
+  std::string stats(json);
+  K8sLeaseFree(json);
+  auto at = stats.find("\"name\":\"" + l + "\"");
+  ASSERT_NE(at, std::string::npos) << stats;
+  std::string mine = stats.substr(at, stats.find("}}", at) - at);
+  EXPECT_NE(mine.find("\"acquisitions\":1,"), std::string::npos) << mine;
+  EXPECT_NE(mine.find("\"releases\":1,"), std::string::npos) << mine;
+  EXPECT_EQ(mine.find("\"renewals\":0,"), std::string::npos) << "no renewals counted: " << mine;
+
+  EXPECT_EQ(K8sLeaseSetLogLevel(13, err.out()), -1);
+  EXPECT_NE(err.str().find("log level"), std::string::npos) << err.str();
+  ASSERT_EQ(K8sLeaseSetLogger(nullptr, nullptr, err.out()), 0) << err.str();  // back to stderr
+  ASSERT_EQ(K8sLeaseSetLogLevel(1, err.out()), 0) << err.str();
+}
