@@ -67,18 +67,18 @@ type LeaseStats struct {
 
 // ElectionStats are the election counters of a lease.
 type ElectionStats struct {
-	Running       bool             `json:"running"`
-	Leader        bool             `json:"leader"`
-	Token         int64            `json:"fencing_token"`
-	Acquisitions  int64            `json:"acquisitions"`
-	Releases      int64            `json:"releases"`
-	Losses        map[string]int64 `json:"losses"`
-	Renewals      int64            `json:"renewals"`
-	RenewErrors   int64            `json:"renew_errors"`
-	APIErrors     int64            `json:"api_errors"`
-	RenewLastMs   float64          `json:"renew_latency_last_ms"`
-	RenewMaxMs    float64          `json:"renew_latency_max_ms"`
-	RenewMeanMs   float64          `json:"renew_latency_mean_ms"`
+	Running      bool             `json:"running"`
+	Leader       bool             `json:"leader"`
+	Token        int64            `json:"fencing_token"`
+	Acquisitions int64            `json:"acquisitions"`
+	Releases     int64            `json:"releases"`
+	Losses       map[string]int64 `json:"losses"`
+	Renewals     int64            `json:"renewals"`
+	RenewErrors  int64            `json:"renew_errors"`
+	APIErrors    int64            `json:"api_errors"`
+	RenewLastMs  float64          `json:"renew_latency_last_ms"`
+	RenewMaxMs   float64          `json:"renew_latency_max_ms"`
+	RenewMeanMs  float64          `json:"renew_latency_mean_ms"`
 }
 
 func ms(n int64) float64 { return float64(n) / float64(time.Millisecond) }
