@@ -100,7 +100,9 @@ int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long l
  * most timeoutSec (> 0) seconds. On success *leaseTransitions is the fencing
  * token. Returns 0 (leader), or -1 when: there is no election on the lease,
  * the timeout passed (the candidacy is then cancelled), the election was
- * cancelled, or leadership was already lost again.
+ * cancelled, leadership was already lost again, or the candidacy gave up on
+ * an error retrying cannot cure: "forbidden" (RBAC), "unauthorized", or the
+ * namespace does not exist. Those are reported at once, never retried.
  */
 int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* leaseTransitions, char** errMsg);
 
@@ -110,7 +112,9 @@ int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* le
  * K8sLeaseCancelElection or K8sLeaseShutdown, or at once when there is no
  * election; -1 with the reason otherwise: "renew deadline exceeded" (with
  * the last API error), "lease deleted by another writer", "lease taken by
- * another holder", "lease record edited by another writer".
+ * another holder", "lease record edited by another writer", or, for a
+ * candidacy that never led, "cannot read/write lease ...: forbidden" and the
+ * like (see K8sLeaseWaitElected).
  * After a loss the process must stop acting as leader; call
  * K8sLeaseRunElection again to stand as a candidate again.
  */

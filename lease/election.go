@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -80,7 +81,13 @@ func (e *Election) run() {
 	defer e.onEnd()
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
-	if !e.campaign(notify) {
+	if err := e.campaign(notify); err != nil {
+		if e.end(err) {
+			logf(LevelError, "lease %s: %s gives up its candidacy: %v", e.key, e.identity, err)
+		}
+		return
+	}
+	if e.ctx.Err() != nil {
 		return
 	}
 	if reason := e.lead(notify); reason != nil && e.end(reason) {
@@ -159,6 +166,9 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	if e.endErr == nil {
 		return 0, ErrCancelled
 	}
+	if e.token == 0 {
+		return 0, fmt.Errorf("candidacy ended: %w", e.endErr)
+	}
 	return 0, fmt.Errorf("leadership lost: %w", e.endErr)
 }
 
@@ -214,21 +224,29 @@ func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
 	return true
 }
 
-// campaign runs until this election holds the Lease (true) or is cancelled.
-func (e *Election) campaign(notify <-chan struct{}) bool {
+// campaign runs until this election holds the Lease or is cancelled (nil),
+// or an error that retrying cannot cure (forbidden, unauthorized, namespace
+// missing) makes it give up at once instead of retrying forever.
+func (e *Election) campaign(notify <-chan struct{}) error {
 	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
+		if !snap.synced && permanent(snap.err) {
+			return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
+		}
 		act, until := decide(snap, e.clock.Now())
 		if act == actWaitSync || act == actWait {
 			if !e.waitFor(notify, until) {
-				return false
+				return nil
 			}
 			continue
 		}
 		err := e.acquire(snap, act == actCreate)
 		if err == nil {
-			return true
+			return nil
+		}
+		if permanent(err) || (act == actCreate && apierrors.IsNotFound(err)) { // NotFound on create: no such namespace
+			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
 		}
 		e.setAPIErr(err)
 		delay := retry.next()
@@ -239,10 +257,16 @@ func (e *Election) campaign(notify <-chan struct{}) bool {
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
 		}
 		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
-			return false
+			return nil
 		}
 	}
-	return false
+	return nil
+}
+
+// permanent reports errors that retrying will not cure.
+func permanent(err error) bool {
+	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		apierrors.IsInvalid(err) || errors.Is(err, errTokenExhausted))
 }
 
 func (e *Election) setAPIErr(err error) {

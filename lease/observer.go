@@ -29,6 +29,8 @@ type snapshot struct {
 	lastHeldAt time.Time
 	// highestToken is the highest fencing token seen on this lease.
 	highestToken int64
+	// err is the last list or watch error, nil after a success.
+	err error
 }
 
 // expiry is when the current holder's lease runs out, judged locally.
@@ -122,9 +124,29 @@ func (o *observer) apply(l *coordinationv1.Lease, rv string) {
 		o.snap.observedAt = now
 	}
 	o.snap.synced = true
+	o.snap.err = nil
 	o.snap.rec = rec
 	o.snap.lease = l
 	o.snap.highestToken = max(o.snap.highestToken, rec.token)
+	for ch := range o.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// failed records a list or watch error and wakes subscribers, so that an
+// election can give up on an error that retrying will not cure.
+func (o *observer) failed(err error) {
+	level := LevelInfo
+	if permanent(err) {
+		level = LevelWarning
+	}
+	logf(level, "following lease %s: %v (retrying)", o.name, err)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.snap.err = err
 	for ch := range o.subs {
 		select {
 		case ch <- struct{}{}:
@@ -154,7 +176,7 @@ func (o *observer) run(ctx context.Context) {
 			rv = "" // too old to resume: list again
 			continue
 		}
-		logf(LevelInfo, "watch of lease %s: %v (retrying)", o.name, err)
+		o.failed(err)
 		select {
 		case <-ctx.Done():
 		case <-o.clock.After(backoff.next()):

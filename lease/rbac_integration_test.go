@@ -1,0 +1,131 @@
+//go:build integration
+
+package lease
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
+)
+
+// applyRBAC creates the objects of deploy/rbac.yaml in the test namespace.
+func applyRBAC(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			t.Fatalf("decode %q: %v", doc, err)
+		}
+		switch o := obj.(type) {
+		case *corev1.ServiceAccount:
+			_, err = itAdmin.CoreV1().ServiceAccounts(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.Role:
+			_, err = itAdmin.RbacV1().Roles(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+		case *rbacv1.RoleBinding:
+			o.Subjects[0].Namespace = itNamespace
+			_, err = itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+		default:
+			t.Fatalf("unexpected object %T in deploy/rbac.yaml", obj)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+
+
+// serviceAccountConfig is a client config authenticated by a bound token of
+// the ServiceAccount, with no client certificate.
+func serviceAccountConfig(t *testing.T, sa string) *rest.Config {
+	t.Helper()
+	expiry := int64(3600)
+	tr, err := itAdmin.CoreV1().ServiceAccounts(itNamespace).CreateToken(context.Background(), sa,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s: %v", sa, err)
+	}
+	return &rest.Config{Host: itServer.Config.Host, BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: itServer.Config.CAData}}
+}
+
+// The least-privilege manifests of deploy/ are enough for election, watch
+// and the pod label; anything beyond them fails fast with "forbidden".
+func TestLeastPrivilegeRBAC(t *testing.T) {
+	applyRBAC(t)
+	createPod(t, "rbac-pod")
+	m := newProcessWithConfig(t, serviceAccountConfig(t, "metadata-master"))
+
+	e, err := m.RunElection(itNamespace, "metadata-master", "sa-replica", fastTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustElect(t, e, 10*time.Second)
+	seen := make(chan HolderState, 10)
+	if _, err := m.WatchHolder(itNamespace, "metadata-master", func(s HolderState) { seen <- s }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-seen:
+		if s.Holder != "sa-replica" {
+			t.Fatalf("watch saw %+v", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch callback as the ServiceAccount")
+	}
+	if err := m.SetPodLabel(itNamespace, "rbac-pod", "k8s-lease.io/leader", "true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemovePodLabel(itNamespace, "rbac-pod", "k8s-lease.io/leader"); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct{ ns, name string }{{"default", "metadata-master"}, {itNamespace, "another-lease"}} {
+		start := time.Now()
+		other, err := m.RunElection(tc.ns, tc.name, "sa-replica", fastTiming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.WaitElected(30 * time.Second)
+		if err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Fatalf("%s/%s: WaitElected = %v, want a forbidden error", tc.ns, tc.name, err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("%s/%s: forbidden reported after %v, want fast", tc.ns, tc.name, took)
+		}
+		if lost := other.WaitLost(); lost == nil || errors.Is(lost, ErrCancelled) {
+			t.Fatalf("WaitLost after a forbidden candidacy = %v", lost)
+		}
+		t.Logf("%s/%s refused in %v: %v", tc.ns, tc.name, time.Since(start).Round(time.Millisecond), err)
+	}
+}
