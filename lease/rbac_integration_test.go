@@ -63,8 +63,6 @@ func applyRBAC(t *testing.T) {
 	}
 }
 
-
-
 // serviceAccountConfig is a client config authenticated by a bound token of
 // the ServiceAccount, with no client certificate.
 func serviceAccountConfig(t *testing.T, sa string) *rest.Config {
