@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -25,14 +26,19 @@ import (
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
 
-// applyRBAC creates the objects of deploy/rbac.yaml in the test namespace.
-func applyRBAC(t *testing.T) {
+// applyManifest creates the objects of deploy/<file> in the test namespace
+// (validated only, with dryRun).
+func applyManifest(t *testing.T, file string, dryRun bool) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "rbac.yaml"))
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	opts := metav1.CreateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := reader.Read()
@@ -48,19 +54,28 @@ func applyRBAC(t *testing.T) {
 		}
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			_, err = itAdmin.CoreV1().ServiceAccounts(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+			_, err = itAdmin.CoreV1().ServiceAccounts(itNamespace).Create(ctx, o, opts)
 		case *rbacv1.Role:
-			_, err = itAdmin.RbacV1().Roles(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+			_, err = itAdmin.RbacV1().Roles(itNamespace).Create(ctx, o, opts)
 		case *rbacv1.RoleBinding:
 			o.Subjects[0].Namespace = itNamespace
-			_, err = itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, o, metav1.CreateOptions{})
+			_, err = itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, o, opts)
+		case *appsv1.StatefulSet:
+			_, err = itAdmin.AppsV1().StatefulSets(itNamespace).Create(ctx, o, opts)
+		case *corev1.Service:
+			_, err = itAdmin.CoreV1().Services(itNamespace).Create(ctx, o, opts)
 		default:
-			t.Fatalf("unexpected object %T in deploy/rbac.yaml", obj)
+			t.Fatalf("unexpected object %T in deploy/%s", obj, file)
 		}
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("deploy/%s: %v", file, err)
 		}
 	}
+}
+
+// The example StatefulSet and Services are accepted by a real API server.
+func TestDeployManifestsAreValid(t *testing.T) {
+	applyManifest(t, "statefulset.yaml", true)
 }
 
 // serviceAccountConfig is a client config authenticated by a bound token of
@@ -80,7 +95,7 @@ func serviceAccountConfig(t *testing.T, sa string) *rest.Config {
 // The least-privilege manifests of deploy/ are enough for election, watch
 // and the pod label; anything beyond them fails fast with "forbidden".
 func TestLeastPrivilegeRBAC(t *testing.T) {
-	applyRBAC(t)
+	applyManifest(t, "rbac.yaml", false)
 	createPod(t, "rbac-pod")
 	m := newProcessWithConfig(t, serviceAccountConfig(t, "metadata-master"))
 
