@@ -4,6 +4,7 @@
 #   make envtest-server  build/bin/envtest-server
 #   make test            vet + Go unit + Go integration + C++ (ctest)
 #   make demo            three HA replicas on a real API server: fail-over and hand-off
+#   make bench           k8s-lease vs plain client-go, side by side (~20 min)
 
 SHELL := /bin/bash
 GO ?= go
@@ -23,7 +24,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: all deps lib envtest-assets envtest-server check-deps vet unit integration cmake-build cpp-test test demo demo-check clean
+.PHONY: all deps lib envtest-assets envtest-server check-deps vet unit integration cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
@@ -88,6 +89,18 @@ $(BUILD)/bin/lease-demo: $(GO_SOURCES)
 
 demo: cmake-build $(BUILD)/bin/lease-demo
 	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER)
+
+# Side-by-side benchmark against plain client-go (about 20 minutes; not part
+# of `make test`). BENCH_FLAGS=-quick for a smoke run.
+$(BUILD)/bin/abi-bench: tests/bench/abi_bench.c $(LIB)
+	$(CC) -O2 -o $@ $< -I$(BUILD) -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
+
+$(BUILD)/bin/lease-bench: $(GO_SOURCES)
+	$(GO) build -trimpath -o $@ ./cmd/lease-bench
+
+bench: $(LIB) $(ENVTEST_SERVER) $(BUILD)/bin/abi-bench $(BUILD)/bin/lease-bench
+	@$(with_assets) export ENVTEST_SERVER=$(abspath $(ENVTEST_SERVER)); \
+	  $(BUILD)/bin/lease-bench -json $(BUILD)/bench.json -abi-bench $(BUILD)/bin/abi-bench -lib $(LIB) $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,213 @@
+// Command lease-bench measures k8s-lease side by side with plain client-go
+// leader election, in one run, against a real API server (envtest-server,
+// or $KUBECONFIG with -use-kubeconfig). Each candidate has its own client
+// connection; the two implementations alternate. It prints progress to
+// stderr, a markdown table as its last lines, and writes the samples as
+// JSON.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
+	"github.com/k8s-lease/k8s-lease/lease"
+)
+
+type options struct {
+	quick         bool
+	jsonPath      string
+	abiProgram    string
+	library       string
+	useKubeconfig bool
+}
+
+var (
+	fast = lease.Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	slow = lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+)
+
+func timingName(t lease.Timing) string {
+	return fmt.Sprintf("%d/%d/%d s", int(t.LeaseDuration.Seconds()), int(t.RenewDeadline.Seconds()), int(t.RetryPeriod.Seconds()))
+}
+
+func main() {
+	var o options
+	childScale := flag.Int("child-scale", 0, "internal: run N elections as leader and report")
+	childImpl := flag.String("child-impl", "", "internal: implementation for -child-scale")
+	window := flag.Duration("window", 60*time.Second, "internal: measuring window for -child-scale")
+	flag.BoolVar(&o.quick, "quick", false, "few samples and short windows (a smoke run, not a measurement)")
+	flag.StringVar(&o.jsonPath, "json", "build/bench.json", "where to write the samples")
+	flag.StringVar(&o.abiProgram, "abi-bench", "build/bin/abi-bench", "the C program that measures the ABI")
+	flag.StringVar(&o.library, "lib", "build/libk8s_lease_wrapper.so", "the shipped library (its size is reported)")
+	flag.BoolVar(&o.useKubeconfig, "use-kubeconfig", false, "use $KUBECONFIG instead of starting envtest-server")
+	flag.Parse()
+	lease.SetLogSink(nil) // client-go's klog through our quiet default (warnings and errors only)
+	var err error
+	if *childScale > 0 {
+		err = runScaleChild(impl(*childImpl), *childScale, *window)
+	} else {
+		err = run(o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lease-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func kubeconfigFromEnv() (*rest.Config, error) {
+	return clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+}
+
+func run(o options) error {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if !o.useKubeconfig {
+		srv, err := testenv.Start(nil, "--namespace", benchNamespace)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = srv.Stop(60 * time.Second) }()
+		kubeconfig = srv.Kubeconfig
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}
+	_, _ = admin.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	renews, err := watchRenewals(ctx, admin)
+	if err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, admin: admin, renews: renews}
+	started := time.Now()
+	if err := b.runAll(o, kubeconfig); err != nil {
+		return err
+	}
+	if data, err := json.MarshalIndent(b.results, "", " "); err == nil {
+		_ = os.WriteFile(o.jsonPath, data, 0o644)
+	}
+	fmt.Printf("\nk8s-lease %s vs client-go leader election, %s, envtest kube-apiserver v1.37.2, %s, bench took %s\n\n",
+		lease.Version, time.Now().UTC().Format("2006-01-02"), machine(), time.Since(started).Round(time.Second))
+	fmt.Print(table(b.results))
+	return nil
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d cores (%s)", runtime.NumCPU(), host)
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "lease-bench: "+format+"\n", args...)
+}
+
+func (b *bench) runAll(o options, kubeconfig string) error {
+	n, nFailFast, nFailSlow := 15, 8, 4
+	steadyWindow, scaleWindow := 60*time.Second, 60*time.Second
+	scales := []int{1, 100, 1000}
+	if o.quick {
+		n, nFailFast, nFailSlow = 2, 1, 1
+		steadyWindow, scaleWindow = 10*time.Second, 10*time.Second
+		scales = []int{1, 100}
+	}
+	both := []impl{ours, clientGo}
+
+	progress("time to elected on a free lease (n=%d each)", n)
+	for i := 0; i < n; i++ {
+		for _, w := range both {
+			d, err := b.timeToElected(w, fast)
+			if err != nil {
+				return err
+			}
+			b.add("RunElection -> elected, free lease", w, "ms", ms(d))
+		}
+	}
+	for _, t := range []lease.Timing{fast, slow} {
+		for _, standbys := range []int{1, 5} {
+			progress("graceful hand-off, %s, %d standbys (n=%d each)", timingName(t), standbys, n)
+			for i := 0; i < n; i++ {
+				for _, w := range both {
+					d, err := b.handoff(w, t, standbys)
+					if err != nil {
+						return err
+					}
+					b.add(fmt.Sprintf("graceful hand-off, %s, %d standby(s)", timingName(t), standbys), w, "ms", ms(d))
+				}
+			}
+		}
+	}
+	for _, tc := range []struct {
+		t lease.Timing
+		n int
+	}{{fast, nFailFast}, {slow, nFailSlow}} {
+		progress("crash fail-over, %s (n=%d each)", timingName(tc.t), tc.n)
+		for i := 0; i < tc.n; i++ {
+			for _, w := range both {
+				d, err := b.failover(w, tc.t, 1)
+				if err != nil {
+					return err
+				}
+				b.add(fmt.Sprintf("crash fail-over overshoot past renewTime + lease, %s", timingName(tc.t)), w, "ms", ms(d))
+			}
+		}
+	}
+	progress("steady-state requests/s at %s over %v", timingName(slow), steadyWindow)
+	for _, w := range both {
+		leader, standbys, err := b.steadyRequests(w, slow, steadyWindow)
+		if err != nil {
+			return err
+		}
+		b.add("leader requests/s, "+timingName(slow), w, "req/s", leader)
+		for _, r := range standbys {
+			b.add("standby requests/s (each of 5), "+timingName(slow), w, "req/s", r)
+		}
+	}
+	if costs, err := abiCosts(o.abiProgram, kubeconfig); err != nil {
+		progress("ABI costs skipped: %v", err)
+	} else {
+		b.add("IsLeader from C", ours, "µs/call", costs["isleader_ns"]/1000)
+		b.add("GetHolder from C, observed lease", ours, "µs/call", costs["getholder_observed_ns"]/1000)
+		b.add("GetHolder from C, unobserved lease (one GET)", ours, "µs/call", costs["getholder_unobserved_ns"]/1000)
+	}
+	for _, s := range scales {
+		for _, w := range both {
+			progress("%d elections as leader in one process, %s, window %v", s, w, scaleWindow)
+			res, err := runScale(kubeconfig, w, s, scaleWindow)
+			if err != nil {
+				return err
+			}
+			label := fmt.Sprintf("%d election(s) as leader", s)
+			b.add(label+": RSS", w, "MB", res.RSSMB)
+			b.add(label+": goroutines", w, "count", float64(res.Goroutines))
+			b.add(label+": CPU", w, "% of a core", res.CPUPercent)
+			b.add(label+": requests/s", w, "req/s", res.RequestsSec)
+			lost := float64(res.Losses)
+			if !res.ElectedAll {
+				lost = -1 // not all elected within 120 s
+			}
+			b.add(label+": leaderships lost in window", w, "count", lost)
+		}
+	}
+	if info, err := os.Stat(o.library); err == nil {
+		b.add("shipped .so size (stripped)", ours, "MB", float64(info.Size())/1e6)
+	}
+	return nil
+}
