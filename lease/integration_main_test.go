@@ -28,6 +28,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	SetLogSink(nil) // client-go's klog through the library's quiet default
 	srv, err := testenv.Start(os.Stderr, "--namespace", itNamespace)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "integration tests need a real API server:", err)
