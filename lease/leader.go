@@ -38,6 +38,10 @@ func (e *Election) lead(notify <-chan struct{}) error {
 		case <-renew.C():
 			next := e.timing.RetryPeriod
 			if err := e.renew(); err != nil {
+				if e.ctx.Err() != nil {
+					deadline.Stop()
+					return nil // cancelled mid-renewal: not a failure
+				}
 				if reason := e.fatalRenewError(err); reason != nil {
 					deadline.Stop()
 					return reason

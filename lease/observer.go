@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,6 +49,12 @@ func (s snapshot) holderView(now time.Time) (holder string, token int64, exists 
 	return s.rec.holder, s.rec.token, true
 }
 
+// leaderResync is the watch's life while this process leads the lease. A
+// leader's renewals already detect a foreign write within a retry period
+// (the compare-and-swap fails), so a long-lived watch costs no safety and
+// keeps the leader's request rate at client-go's (one PUT per retry period).
+const leaderResync = 10 * time.Minute
+
 // observer keeps a watch on one Lease and the latest snapshot of it. It is
 // shared by every election, watch and GetHolder on that lease in the process.
 type observer struct {
@@ -56,6 +63,10 @@ type observer struct {
 	clock  clock.Clock
 	resync time.Duration
 	stats  *leaseStats
+	// leading is set while an election of this process holds the lease:
+	// its renewals (compare-and-swap every retry period) then check the
+	// Lease, so the watch need not be renewed often.
+	leading atomic.Bool
 
 	mu     sync.Mutex
 	snap   snapshot
@@ -217,8 +228,12 @@ func (o *observer) list(ctx context.Context) (string, error) {
 // o.resync, which bounds how long a silently broken watch goes unnoticed),
 // and returns the resource version to resume from.
 func (o *observer) watch(ctx context.Context, rv string) (string, error) {
-	timeout := int64(o.resync / time.Second)
-	wctx, cancel := context.WithTimeout(ctx, o.resync+requestTimeout)
+	resync := o.resync
+	if o.leading.Load() {
+		resync = leaderResync
+	}
+	timeout := int64(resync / time.Second)
+	wctx, cancel := context.WithTimeout(ctx, resync+requestTimeout)
 	defer cancel()
 	o.stats.observerRequests.Add(1)
 	w, err := o.leases.Watch(wctx, metav1.ListOptions{

@@ -52,7 +52,12 @@ func runScaleChild(which impl, n int, window time.Duration) error {
 	if err != nil {
 		return err
 	}
-	defer stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
 	res := scaleResult{Elections: n, ElectedAll: true}
 	deadline := time.After(120 * time.Second)
 	for i := 0; i < n; i++ {
@@ -65,14 +70,19 @@ func runScaleChild(which impl, n int, window time.Duration) error {
 	}
 	reqs, cpu := c.requests.Load(), cpuSeconds()
 	time.Sleep(window)
-	res.Losses = losses.Load()
 	res.RequestsSec = float64(c.requests.Load()-reqs) / window.Seconds()
 	res.CPUPercent = 100 * (cpuSeconds() - cpu) / window.Seconds()
 	res.RSSMB = rssMB()
 	res.Goroutines = runtime.NumGoroutine()
+	stop() // counts, for k8s-lease, the elections that ended in the window
+	stopped = true
+	res.Losses = losses.Load()
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
+// scaleOurs starts n elections; one goroutine (not one per election, which
+// would weigh on the measured memory) reports elections, and losses are
+// counted from the elections that ended.
 func scaleOurs(c *conn, prefix string, n int, t lease.Timing, elected chan<- struct{}, losses *atomic.Int64) (func(), error) {
 	client, err := lease.NewClient(c.cfg)
 	if err != nil {
@@ -80,21 +90,45 @@ func scaleOurs(c *conn, prefix string, n int, t lease.Timing, elected chan<- str
 	}
 	m := lease.NewManager(nil)
 	m.SetClient(client)
+	var es []*lease.Election
 	for i := 0; i < n; i++ {
 		e, err := m.RunElection(benchNamespace, fmt.Sprintf("%s-%d", prefix, i), "scale", t)
 		if err != nil {
 			return nil, err
 		}
-		go func() {
-			if _, err := e.WaitElected(time.Hour); err == nil {
-				elected <- struct{}{}
-				if e.WaitLost() != nil {
-					losses.Add(1)
+		es = append(es, e)
+	}
+	done := make(chan struct{})
+	go func() {
+		reported := make([]bool, n)
+		for left := n; ; time.Sleep(10 * time.Millisecond) {
+			for i, e := range es {
+				if leader, _, _ := e.IsLeader(); leader && !reported[i] {
+					reported[i] = true
+					left--
+					elected <- struct{}{}
 				}
 			}
-		}()
-	}
-	return func() { _ = m.Shutdown(30 * time.Second) }, nil
+			select {
+			case <-done:
+				return
+			default:
+			}
+			if left == 0 {
+				<-done
+				return
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		for _, e := range es {
+			if e.Ended() {
+				losses.Add(1)
+			}
+		}
+		_ = m.Shutdown(30 * time.Second)
+	}, nil
 }
 
 func scaleClientGo(c *conn, prefix string, n int, t lease.Timing, elected chan<- struct{}, losses *atomic.Int64) (func(), error) {
