@@ -18,6 +18,8 @@ LIB := $(BUILD)/libk8s_lease_wrapper.so
 LIB_LDFLAGS ?= -s -w
 SONAME_FLAGS := -extldflags=-Wl,-soname,libk8s_lease_wrapper.so
 GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(BUILD)/*') go.mod go.sum
+# What the library is built from: a change elsewhere does not rebuild it.
+LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard lease/*.go)) go.mod go.sum
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
 ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only when
@@ -30,7 +32,7 @@ all: lib
 
 lib: $(LIB)
 
-$(LIB): $(GO_SOURCES) include/k8s_lease.h
+$(LIB): $(LIB_SOURCES) include/k8s_lease.h
 	$(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
 	mkdir -p $(BUILD)/include && cp include/k8s_lease.h $(BUILD)/include/
 	cp include/k8s_lease.h $(BUILD)/

@@ -256,7 +256,7 @@ func (m *Manager) Init() (string, error) {
 	return source, nil
 }
 
-// Context-free helper for API calls made on behalf of a C caller.
+// requestContext bounds one API call made on behalf of a caller.
 func requestContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), requestTimeout)
 }

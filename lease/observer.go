@@ -139,6 +139,12 @@ func (o *observer) apply(l *coordinationv1.Lease, rv string) {
 	o.snap.rec = rec
 	o.snap.lease = l
 	o.snap.highestToken = max(o.snap.highestToken, rec.token)
+	o.notifyLocked()
+}
+
+// notifyLocked wakes every subscriber (coalesced: a pending wake-up is
+// enough); o.mu held.
+func (o *observer) notifyLocked() {
 	for ch := range o.subs {
 		select {
 		case ch <- struct{}{}:
@@ -158,12 +164,7 @@ func (o *observer) failed(err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.snap.err = err
-	for ch := range o.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	o.notifyLocked()
 }
 
 func (o *observer) run(ctx context.Context) {
