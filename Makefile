@@ -5,6 +5,8 @@
 #   make test            vet + Go unit + Go integration + C++ (ctest)
 #   make demo            three HA replicas on a real API server: fail-over and hand-off
 #   make bench           k8s-lease vs plain client-go, side by side (~20 min)
+#   make soak            the fault suite's churn, >= 1000 leader changes
+#   make fuzz            every fuzz target (FUZZTIME=4s each by default)
 
 SHELL := /bin/bash
 GO ?= go
@@ -26,7 +28,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: all deps lib envtest-assets envtest-server check-deps vet unit integration cmake-build cpp-test test demo demo-check bench clean
+.PHONY: fuzz soak all deps lib envtest-assets envtest-server check-deps vet unit integration cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
@@ -36,6 +38,12 @@ $(LIB): $(LIB_SOURCES) include/k8s_lease.h
 	$(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
 	mkdir -p $(BUILD)/include && cp include/k8s_lease.h $(BUILD)/include/
 	cp include/k8s_lease.h $(BUILD)/
+
+# The same library with panics injectable (K8S_LEASE_PANIC_AT), for the test
+# that a panic inside it reaches C as -1. Never shipped.
+PANIC_LIB := $(BUILD)/panic/libk8s_lease_wrapper.so
+$(PANIC_LIB): $(LIB_SOURCES)
+	$(GO) build -buildmode=c-shared -trimpath -tags k8s_lease_panic_inject -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
 
 envtest-assets:
 	bash $(ASSETS_SCRIPT)
@@ -57,12 +65,31 @@ check-deps:
 	@if $(GO) list -deps k8s_lease_wrapper.go | grep -q '^sigs.k8s.io/controller-runtime'; then \
 	  echo "controller-runtime is linked into the library" >&2; exit 1; fi
 
+# Go unit tests, the injected-panic tests, and a short run of every fuzz
+# target (`make fuzz FUZZTIME=10m` explores longer; the corpus lives in
+# lease/testdata/fuzz).
+FUZZTIME ?= 4s
+FUZZ_TARGETS := FuzzValidateKey FuzzValidateIdentity FuzzTimingFromMillis FuzzTimingFromSeconds FuzzPodLabelArguments FuzzSetLogLevel
 unit:
 	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -tags k8s_lease_panic_inject -run TestInjectedPanic ./lease
+	@$(MAKE) --no-print-directory fuzz
 
-# One envtest-server binary serves every integration layer.
-integration: $(ENVTEST_SERVER)
-	$(with_assets) $(GO) test -race -count=1 -tags integration ./...
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease >/dev/null || { echo "fuzz $$f failed" >&2; \
+	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease; exit 1; }; echo "fuzz $$f: $(FUZZTIME) clean"; done
+
+# One envtest-server binary serves every integration layer. The fault suite
+# (real candidate processes on the shipped .so) runs alone afterwards, so its
+# timing is not disturbed by the other packages.
+integration: $(ENVTEST_SERVER) $(LIB)
+	$(with_assets) $(GO) test -race -count=1 -tags integration $$($(GO) list ./... | grep -v /tests/fault)
+	$(with_assets) $(GO) test -race -count=1 -tags integration -v ./tests/fault
+
+# The long churn: >= 1000 leader changes (about 10 minutes).
+soak: $(ENVTEST_SERVER) $(LIB)
+	$(with_assets) FAULT_CHURN_CHANGES=1000 FAULT_CHURN_MINUTES=40 $(GO) test -count=1 -timeout 60m -tags integration -v -run TestChurnWithKills ./tests/fault
 
 # Debian packages for the C/C++ side (installed when missing, as root).
 deps:
@@ -70,8 +97,9 @@ deps:
 
 # The C++ tests and examples, against the library built above (Go builds it
 # once).
-cmake-build: deps $(LIB) $(ENVTEST_SERVER)
+cmake-build: deps $(LIB) $(PANIC_LIB) $(ENVTEST_SERVER)
 	cmake -S . -B $(BUILD)/cmake -DK8S_LEASE_PREBUILT_LIBRARY=$(abspath $(LIB)) \
+	  -DK8S_LEASE_PANIC_LIBRARY=$(abspath $(PANIC_LIB)) \
 	  -DK8S_LEASE_ENVTEST_SERVER=$(abspath $(ENVTEST_SERVER)) >/dev/null
 	cmake --build $(BUILD)/cmake -j 2
 

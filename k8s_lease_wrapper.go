@@ -12,8 +12,13 @@
 package main
 
 /*
+#cgo LDFLAGS: -ldl
+#cgo CFLAGS: -D_GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
 
@@ -21,6 +26,43 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 
 static inline void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token) {
 	cb(ctx, holder, size, token);
+}
+
+// Every Go c-shared library exports _cgo_wait_runtime_init_done, its own
+// copy. k8s_lease_other_go_runtime returns the path of a loaded object other
+// than this library that exports one (a second Go runtime in the process),
+// or NULL.
+struct k8s_lease_runtime_search {
+	void* ours;
+	const char* other;
+};
+
+static inline int k8s_lease_check_object(struct dl_phdr_info* info, size_t size, void* data) {
+	struct k8s_lease_runtime_search* s = (struct k8s_lease_runtime_search*)data;
+	(void)size;
+	if (info->dlpi_name == NULL || info->dlpi_name[0] == 0) return 0;
+	void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+	if (h == NULL) return 0;
+	void* sym = dlsym(h, "_cgo_wait_runtime_init_done");
+	Dl_info where;
+	if (sym != NULL && sym != s->ours && dladdr(sym, &where) != 0 && where.dli_fbase == (void*)info->dlpi_addr) {
+		s->other = info->dlpi_name; // static storage of the loader
+	}
+	dlclose(h);
+	return s->other != NULL;
+}
+
+static inline const char* k8s_lease_other_go_runtime(void) {
+	struct k8s_lease_runtime_search s = {NULL, NULL};
+	Dl_info self;
+	if (dladdr((void*)&k8s_lease_check_object, &self) == 0) return NULL;
+	void* me = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+	if (me != NULL) {
+		s.ours = dlsym(me, "_cgo_wait_runtime_init_done");
+		dlclose(me);
+	}
+	dl_iterate_phdr(k8s_lease_check_object, &s);
+	return s.other;
 }
 
 static inline void k8s_lease_call_log_cb(k8s_lease_log_cb_t cb, void* ctx, int level, const char* msg, size_t size) {
@@ -127,12 +169,25 @@ func syncEnv() error {
 //export K8sLeaseInit
 func K8sLeaseInit(errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
+		if err := refuseSecondGoRuntime(); err != nil {
+			return -1, err
+		}
 		if err := syncEnv(); err != nil {
 			return -1, err
 		}
 		_, err := lib.Init()
 		return 0, err
 	})
+}
+
+// refuseSecondGoRuntime fails when another Go c-shared library is loaded:
+// Go does not support two runtimes in one process (they crash at random).
+func refuseSecondGoRuntime() error {
+	if other := C.k8s_lease_other_go_runtime(); other != nil {
+		return fmt.Errorf("another Go runtime is loaded in this process (%s): Go does not support two Go c-shared libraries in one process, and they crash unpredictably; link only one (build both into one library)",
+			C.GoString(other))
+	}
+	return nil
 }
 
 //export K8sLeaseRunElection

@@ -19,7 +19,11 @@
  *   - All functions are thread-safe. None may be called after fork() without
  *     exec (a Go runtime does not survive fork). The library can never be
  *     unloaded (dlclose is a no-op for Go libraries), and a process must not
- *     load two Go c-shared libraries.
+ *     load two Go c-shared libraries (K8sLeaseInit refuses).
+ *   - A panic inside the library never reaches the host: a call returns -1
+ *     with "internal error: ...", and a panic on one of the library's own
+ *     threads ends that election (WaitElected / WaitLost return -1 with
+ *     "internal error") or that watch, with an error log.
  *   - The fencing token is the Lease's spec.leaseTransitions written when
  *     this leadership was acquired: >= 1, and strictly greater than the token
  *     of every earlier leadership of the lease seen by the cluster (including
@@ -28,7 +32,8 @@
  *
  * Guarantee: a process is leader (K8sLeaseIsLeader returns 1) only before
  * (send time of its last successful renewal) + renewDeadline on its
- * monotonic clock. Another candidate takes over only a full leaseDuration
+ * monotonic clock (renewals are pipelined, one per retry period, so request
+ * latency up to renewDeadline - retryPeriod costs no leadership). Another candidate takes over only a full leaseDuration
  * after it saw that renewal, and leaseDuration > renewDeadline. This holds
  * while process pauses stay below leaseDuration - renewDeadline and clock
  * rates differ by less than leaseDuration/renewDeadline.
@@ -66,6 +71,9 @@ typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderS
  * (KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST/PORT) is read at the call, so a
  * setenv() made by the host before it is seen. Idempotent: later calls
  * return 0 at once. Makes no API call.
+ * Refuses (-1, "another Go runtime is loaded in this process (<path>)...")
+ * when another Go c-shared library is loaded: Go does not support two
+ * runtimes in one process.
  * Returns 0 or -1.
  */
 int K8sLeaseInit(char** errMsg);

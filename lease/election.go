@@ -82,6 +82,8 @@ func (e *Election) run() {
 	defer e.obs.leading.Store(false)
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
+	defer e.containPanic()
+	injectPanic("campaign")
 	if err := e.campaign(notify); err != nil {
 		if e.end(err) {
 			logf(LevelError, "lease %s: %s gives up its candidacy: %v", e.key, e.identity, err)
@@ -94,6 +96,17 @@ func (e *Election) run() {
 	if reason := e.lead(notify); reason != nil && e.end(reason) {
 		e.stats.lost(reason)
 		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
+	}
+}
+
+// containPanic ends the election with ErrInternal instead of letting a
+// panic kill the host; the Lease is not released (it expires), which is safe.
+func (e *Election) containPanic() {
+	if p := recover(); p != nil {
+		err := panicError(p)
+		if e.end(err) {
+			logf(LevelError, "lease %s: %s: %v", e.key, e.identity, err)
+		}
 	}
 }
 

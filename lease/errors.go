@@ -31,4 +31,7 @@ var (
 	errTokenExhausted = errors.New("fencing token exhausted: leaseTransitions reached 2^31-1; delete the Lease to start over")
 	// ErrShutdownTimeout: Shutdown did not finish within its timeout.
 	ErrShutdownTimeout = errors.New("shutdown timed out")
+	// ErrInternal wraps a panic caught inside the library: a bug, reported
+	// instead of crashing the host.
+	ErrInternal = errors.New("internal error")
 )

@@ -50,6 +50,11 @@ func (w *HolderWatch) run() {
 	defer w.onEnd()
 	notify := w.obs.subscribe()
 	defer w.obs.unsubscribe(notify)
+	defer func() {
+		if p := recover(); p != nil { // the watch ends; the host lives
+			logf(LevelError, "holder watch on %s ended: %v", w.key, panicError(p))
+		}
+	}()
 	var last *HolderState
 	for {
 		snap := w.obs.snapshot()
@@ -94,6 +99,7 @@ func (w *HolderWatch) deliver(s HolderState) bool {
 	defer runtime.UnlockOSThread()
 	w.callbackTID.Store(int64(syscall.Gettid()))
 	defer w.callbackTID.Store(0)
+	injectPanic("watch")
 	w.cb(s)
 	return true
 }

@@ -8,54 +8,124 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // lead renews every retry period until the renew deadline passes without a
 // successful renewal, another writer is observed on the Lease, or the
 // election is cancelled (nil).
+//
+// Renewals are pipelined: one is sent every retry period even while earlier
+// ones are still in flight (up to maxRenewalsInFlight), and each success
+// extends leadership to its own send time + renewDeadline. With one renewal
+// at a time, a request latency L loses leadership once 2L + retryPeriod >
+// renewDeadline; pipelined, leadership holds while L + retryPeriod <
+// renewDeadline. This needs renewals that do not depend on each other's
+// answers: see renewPatch.
 func (e *Election) lead(notify <-chan struct{}) error {
 	renew := e.clock.NewTimer(e.timing.RetryPeriod)
 	defer renew.Stop()
+	ctx, cancel := context.WithCancel(e.ctx) // renewals in flight end with the leadership
+	defer cancel()
+	results := make(chan renewal, maxRenewalsInFlight) // senders never block
+	inFlight := 0
 	for {
 		e.mu.Lock()
 		left := e.validUntil.Sub(e.clock.Now())
 		lastErr := e.lastAPIErr
 		e.mu.Unlock()
 		if left <= 0 {
+			if lastErr == nil {
+				lastErr = fmt.Errorf("no answer to %d renewal(s) in flight", inFlight)
+			}
 			return fmt.Errorf("%w (%v): last error: %v", ErrRenewDeadline, e.timing.RenewDeadline, lastErr)
 		}
 		deadline := e.clock.NewTimer(left)
+		var reason error
 		select {
 		case <-e.ctx.Done():
 			deadline.Stop()
 			return nil
 		case <-deadline.C():
 		case <-notify:
-			if reason := e.foreignWrite(e.obs.snapshot()); reason != nil {
-				deadline.Stop()
-				return reason
+			reason = e.foreignWrite(e.obs.snapshot())
+		case r := <-results:
+			inFlight--
+			if r.err != nil {
+				renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 			}
+			reason = e.renewed(r)
 		case <-renew.C():
-			next := e.timing.RetryPeriod
-			if err := e.renew(); err != nil {
-				if e.ctx.Err() != nil {
-					deadline.Stop()
-					return nil // cancelled mid-renewal: not a failure
-				}
-				if reason := e.fatalRenewError(err); reason != nil {
-					deadline.Stop()
-					return reason
-				}
-				e.setAPIErr(err)
-				e.stats.renewErrors.Add(1)
-				e.stats.apiErrors.Add(1)
-				logf(LevelWarning, "lease %s: renewal failed (will retry within the renew deadline): %v", e.key, err)
-				next = e.timing.RetryPeriod / 2 // retry sooner while the deadline runs
+			if inFlight < maxRenewalsInFlight {
+				inFlight++
+				go e.sendRenewal(ctx, results)
 			}
-			renew.Reset(next)
+			renew.Reset(e.timing.RetryPeriod)
 		}
 		deadline.Stop()
+		if reason != nil {
+			return reason
+		}
 	}
+}
+
+// maxRenewalsInFlight bounds pipelined renewals (see lead).
+const maxRenewalsInFlight = 4
+
+type renewal struct {
+	sent time.Time
+	got  *coordinationv1.Lease
+	err  error
+}
+
+// sendRenewal writes a fresh renewTime and reports the outcome on out.
+func (e *Election) sendRenewal(ctx context.Context, out chan<- renewal) {
+	e.mu.Lock()
+	token := e.token
+	e.mu.Unlock()
+	sent := e.clock.Now()
+	patch, err := renewPatch(e.identity, e.incarnation, token, e.timing, sent)
+	if err != nil {
+		out <- renewal{sent: sent, err: err}
+		return
+	}
+	// Useful until sent + renewDeadline (what it would extend leadership
+	// to), not only until the leadership known now ends: renewals still in
+	// flight may extend that first.
+	ctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.timing.RenewDeadline, requestTimeout)))
+	defer cancel()
+	got, err := e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	out <- renewal{sent: sent, got: got, err: err}
+}
+
+// renewed applies the outcome of one renewal: a success extends leadership
+// to its send time + renewDeadline; an error is a loss reason when the Lease
+// is gone or no longer ours, else counted and retried.
+func (e *Election) renewed(r renewal) error {
+	if r.err != nil {
+		if e.ctx.Err() != nil {
+			return nil // cancelled mid-renewal: not a failure
+		}
+		if reason := e.fatalRenewError(r.err); reason != nil {
+			return reason
+		}
+		e.setAPIErr(r.err)
+		e.stats.renewErrors.Add(1)
+		e.stats.apiErrors.Add(1)
+		logf(LevelWarning, "lease %s: renewal failed (will retry within the renew deadline): %v", e.key, r.err)
+		return nil
+	}
+	e.stats.renewed(e.clock.Since(r.sent))
+	e.obs.apply(r.got, r.got.ResourceVersion)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if rvNewer(r.got.ResourceVersion, e.written.ResourceVersion) {
+		e.written = r.got
+	}
+	if until := r.sent.Add(e.timing.RenewDeadline); e.phase == phaseLeader && until.After(e.validUntil) {
+		e.validUntil = until
+	}
+	return nil
 }
 
 // foreignWrite reports why the observed Lease is no longer ours, or nil.
@@ -67,13 +137,8 @@ func (e *Election) foreignWrite(s snapshot) error {
 	if !s.synced || !rvNewer(s.rec.resourceVersion, written.ResourceVersion) {
 		return nil
 	}
-	switch r := s.rec; {
-	case !r.exists:
-		return ErrLeaseDeleted
-	case !r.heldBy(e.identity, e.incarnation):
-		return fmt.Errorf("%w: holder is now %q", ErrLeaseTaken, r.holder)
-	case r.token != token || r.durationSeconds != e.timing.leaseDurationSeconds():
-		return fmt.Errorf("%w: leaseTransitions %d, leaseDurationSeconds %d", ErrLeaseEdited, r.token, r.durationSeconds)
+	if reason := e.whyNotOurs(s.rec, token); reason != nil {
+		return reason
 	}
 	// Our own write, seen on the watch before its response: adopt it.
 	e.mu.Lock()
@@ -84,42 +149,34 @@ func (e *Election) foreignWrite(s snapshot) error {
 	return nil
 }
 
+// whyNotOurs says how a Lease record differs from the one we hold, or nil.
+func (e *Election) whyNotOurs(r record, token int64) error {
+	switch {
+	case !r.exists:
+		return ErrLeaseDeleted
+	case !r.heldBy(e.identity, e.incarnation):
+		return fmt.Errorf("%w: holder is now %q", ErrLeaseTaken, r.holder)
+	case r.token != token || r.durationSeconds != e.timing.leaseDurationSeconds():
+		return fmt.Errorf("%w: leaseTransitions %d, leaseDurationSeconds %d", ErrLeaseEdited, r.token, r.durationSeconds)
+	}
+	return nil
+}
+
 // fatalRenewError turns a renewal error into a loss reason when the Lease is
 // gone or changed by someone else; nil means "transient, keep trying".
 func (e *Election) fatalRenewError(err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return ErrLeaseDeleted
+	case apierrors.IsInvalid(err):
+		// A test operation of the patch failed: the Lease is no longer as
+		// we hold it. The observer usually knows by whom.
+		if reason := e.foreignWrite(e.obs.snapshot()); reason != nil {
+			return reason
+		}
+		return e.casFailureReason()
 	case apierrors.IsConflict(err):
-		// Someone wrote since our last write. If it was us (a renewal whose
-		// response was lost), the observer has it and the next renewal uses it.
 		return e.foreignWrite(e.obs.snapshot())
-	}
-	return nil
-}
-
-// renew writes a fresh renewTime with compare-and-swap on our last write,
-// bounded by what remains of the renew deadline.
-func (e *Election) renew() error {
-	e.mu.Lock()
-	l := e.written.DeepCopy()
-	token, until := e.token, e.validUntil
-	e.mu.Unlock()
-	sent := e.clock.Now()
-	holdSpec(l, e.identity, e.incarnation, token, e.timing, sent, false)
-	ctx, cancel := context.WithDeadline(e.ctx, minTime(until, sent.Add(requestTimeout)))
-	defer cancel()
-	got, err := e.leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		return err
-	}
-	e.stats.renewed(e.clock.Since(sent))
-	e.obs.apply(got, got.ResourceVersion)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.written = got
-	if e.phase == phaseLeader {
-		e.validUntil = sent.Add(e.timing.RenewDeadline)
 	}
 	return nil
 }
@@ -162,9 +219,23 @@ func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) er
 	return fmt.Errorf("release lease %s: kept conflicting", e.key)
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
+// casFailureReason reads the Lease to say why a renewal's test failed (the
+// API server's answer does not say which test): leadership ends either way.
+func (e *Election) casFailureReason() error {
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	e.mu.Lock()
+	token := e.token
+	e.mu.Unlock()
+	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return ErrLeaseDeleted
+	case err != nil:
+		return fmt.Errorf("%w: a renewal's compare-and-swap failed (re-reading the lease: %v)", ErrLeaseEdited, err)
 	}
-	return b
+	if reason := e.whyNotOurs(recordOf(cur), token); reason != nil {
+		return reason
+	}
+	return fmt.Errorf("%w: a renewal's compare-and-swap failed", ErrLeaseEdited)
 }

@@ -113,6 +113,7 @@ func resyncFor(leaseDuration time.Duration) time.Duration {
 
 // RunElection starts a candidacy on ns/name without waiting for the network.
 func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, error) {
+	injectPanic("call")
 	if err := ValidateKey(ns, name); err != nil {
 		return nil, err
 	}

@@ -174,7 +174,7 @@ func (o *observer) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
-			rv, err = o.list(ctx)
+			rv, err = o.safeList(ctx)
 		}
 		if err == nil {
 			rv, err = o.watch(ctx, rv)
@@ -195,6 +195,19 @@ func (o *observer) run(ctx context.Context) {
 		}
 		rv = "" // a list after an error also catches a missed deletion
 	}
+}
+
+// safeList is list with a panic turned into an error: the loop backs off
+// and lists again instead of killing the host.
+func (o *observer) safeList(ctx context.Context) (rv string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rv, err = "", panicError(p)
+			logf(LevelError, "lease %s: watch: %v", o.name, err)
+		}
+	}()
+	injectPanic("list")
+	return o.list(ctx)
 }
 
 func (o *observer) selector() string {

@@ -22,13 +22,20 @@ func validatePodLabel(ns, pod, key string) error {
 	return nil
 }
 
+func validateLabelValue(value string) error {
+	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
+		return invalid("label value %q: %s", value, errs[0])
+	}
+	return nil
+}
+
 // SetPodLabel sets one label on a Pod with a JSON merge patch.
 func (m *Manager) SetPodLabel(ns, pod, key, value string) error {
 	if err := validatePodLabel(ns, pod, key); err != nil {
 		return err
 	}
-	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return invalid("label value %q: %s", value, errs[0])
+	if err := validateLabelValue(value); err != nil {
+		return err
 	}
 	return m.patchPodLabel(ns, pod, key, &value)
 }

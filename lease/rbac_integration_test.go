@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,10 +96,21 @@ func serviceAccountConfig(t *testing.T, sa string) *rest.Config {
 
 // The least-privilege manifests of deploy/ are enough for election, watch
 // and the pod label; anything beyond them fails fast with "forbidden".
+// It runs at the highest log verbosity, which logs every request and
+// response: no token or key material may appear in what is logged.
 func TestLeastPrivilegeRBAC(t *testing.T) {
 	applyManifest(t, "rbac.yaml", false)
 	createPod(t, "rbac-pod")
-	m := newProcessWithConfig(t, serviceAccountConfig(t, "metadata-master"))
+	saConfig := serviceAccountConfig(t, "metadata-master")
+	logs := captureLogs(t, maxLevel)
+	defer logs.requireNoSecrets(t, saConfig.BearerToken, itServer.Config.KeyData)
+	m := newProcessWithConfig(t, saConfig)
+	admin := newProcessWithConfig(t, itServer.Config) // client-certificate auth
+	if e, err := admin.RunElection(itNamespace, "verbose-admin", "admin", fastTiming); err != nil {
+		t.Fatal(err)
+	} else {
+		mustElect(t, e, 10*time.Second)
+	}
 
 	e, err := m.RunElection(itNamespace, "metadata-master", "sa-replica", fastTiming)
 	if err != nil {
@@ -141,4 +154,67 @@ func TestLeastPrivilegeRBAC(t *testing.T) {
 		}
 		t.Logf("%s/%s refused in %v: %v", tc.ns, tc.name, time.Since(start).Round(time.Millisecond), err)
 	}
+}
+
+type logCapture struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+// captureLogs routes the library's and client-go's logs at level into a
+// buffer for the rest of the test.
+func captureLogs(t *testing.T, level Level) *logCapture {
+	c := &logCapture{}
+	SetLogSink(func(_ Level, msg string) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.buf.WriteString(msg)
+		c.buf.WriteByte('\n')
+	})
+	if err := SetLogLevel(level); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = SetLogLevel(LevelWarning)
+		SetLogSink(nil)
+	})
+	return c
+}
+
+// requireNoSecrets fails if the bearer token, its signature, or any line of
+// the client key's PEM body was logged; and if the logs are too thin to
+// prove anything (no request logged).
+func (c *logCapture) requireNoSecrets(t *testing.T, token string, keyPEM []byte) {
+	t.Helper()
+	c.mu.Lock()
+	logs := c.buf.String()
+	c.mu.Unlock()
+	if !strings.Contains(logs, "curl -v -X") || !strings.Contains(logs, "Response Body") {
+		t.Fatalf("verbose logs show no request and response (%d bytes): the check would prove nothing", len(logs))
+	}
+	// client-go logs the header, masked: proof the token passed the logger.
+	if !strings.Contains(logs, "Authorization: Bearer <masked>") {
+		t.Fatal("no masked Authorization header logged: the token check would prove nothing")
+	}
+	secrets := map[string]string{"bearer token": token}
+	if parts := strings.Split(token, "."); len(parts) == 3 {
+		secrets["token signature"] = parts[2]
+	}
+	for i, line := range strings.Split(string(keyPEM), "\n") {
+		if len(line) >= 32 && !strings.HasPrefix(line, "-----") {
+			secrets[fmt.Sprintf("client key line %d", i)] = line
+		}
+	}
+	if len(secrets) < 3 {
+		t.Fatalf("found only %d secrets to look for", len(secrets))
+	}
+	for what, secret := range secrets {
+		if secret != "" && strings.Contains(logs, secret) {
+			t.Errorf("the %s appears in the logs", what)
+		}
+	}
+	if strings.Contains(logs, "PRIVATE KEY") {
+		t.Error("a private key appears in the logs")
+	}
+	t.Logf("%d bytes of logs at level %d: none of %d secrets found", len(logs), maxLevel, len(secrets))
 }

@@ -66,7 +66,25 @@ func ValidateIdentity(identity string) error {
 
 // TimingFromSeconds builds a Timing from whole seconds, refusing negative values.
 func TimingFromSeconds(leaseDuration, renewDeadline, retryPeriod int) (Timing, error) {
-	return TimingFromMillis(int64(leaseDuration)*1000, int64(renewDeadline)*1000, int64(retryPeriod)*1000)
+	ms := func(name string, s int) (int64, error) {
+		if s > math.MaxInt64/1000 {
+			return 0, invalid("%s: %d s overflows a duration", name, s)
+		}
+		return int64(s) * 1000, nil
+	}
+	d, err := ms("lease duration", leaseDuration)
+	if err != nil {
+		return Timing{}, err
+	}
+	r, err := ms("renew deadline", renewDeadline)
+	if err != nil {
+		return Timing{}, err
+	}
+	p, err := ms("retry period", retryPeriod)
+	if err != nil {
+		return Timing{}, err
+	}
+	return TimingFromMillis(d, r, p)
 }
 
 // TimingFromMillis builds a Timing from milliseconds, refusing values that

@@ -26,6 +26,12 @@ type Server struct {
 	Kubeconfig string
 	Config     *rest.Config
 	exited     chan error
+
+	// A kube-apiserver restarted by StartAPIServer, and how to start it.
+	apiserver     *exec.Cmd
+	apiserverDone chan struct{}
+	apiserverArgv []string
+	apiserverEnv  []string
 }
 
 // RepoRoot is the module root: found from this file's location, or (in a
@@ -113,6 +119,7 @@ func (s *Server) Client() (kubernetes.Interface, error) { return kubernetes.NewF
 
 // Stop sends SIGTERM and waits up to timeout for a clean exit.
 func (s *Server) Stop(timeout time.Duration) error {
+	s.stopRestarted()
 	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}

@@ -1,16 +1,36 @@
-// A candidate process for the multi-process tests: campaigns on one lease in
-// a loop, holds leadership for a random while (gating "work" on
-// K8sLeaseIsLeader), then steps down, and logs each leadership interval as
-// lines "<CLOCK_MONOTONIC ns> <pid> <event> <token>" to a file.
+// A candidate process for the multi-process and fault suites: a C++ host
+// that links the library, campaigns on one lease, gates its "work" on
+// K8sLeaseIsLeader, and logs its history for internal/history's checker as
+// lines "<CLOCK_MONOTONIC ns> <pid> <event> <token> [detail]":
+//   elected  K8sLeaseWaitElected returned 0
+//   on       first IsLeader = 1 of a term (time taken before the call)
+//   off      last IsLeader = 1 of a term (time after that call returned;
+//            detail: the time that call began)
+//   lost     K8sLeaseWaitLost / WaitElected returned -1 (detail: reason)
+//   released it stepped down on its own (work stopped, then CancelElection)
+//   exit     it is about to exit 0
+// A worker thread polls IsLeader every millisecond, as leader-only work would.
+// SIGTERM (handler installed with SA_ONSTACK, as the library requires) makes
+// it release the lease and exit 0.
 //
-// usage: lease_candidate NAMESPACE LEASE IDENTITY LOGFILE SECONDS
+// usage: lease_candidate --namespace NS --lease NAME --identity ID --log FILE
+//          [--seconds N] [--timing LEASE_MS,RENEW_MS,RETRY_MS]
+//          [--hold MIN_MS-MAX_MS | --hold forever]
+//   --seconds 0 (default) runs until SIGTERM. --hold forever keeps the lease
+//   until it is lost; otherwise each term is released after a random time.
+#include <fcntl.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "k8s_lease.h"
 
@@ -22,55 +42,264 @@ long long MonoNs() {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-FILE* g_log = nullptr;
+struct Options {
+  std::string ns, lease, identity, log;
+  long long seconds = 0;
+  long long lease_ms = 2000, renew_ms = 1500, retry_ms = 400;
+  long long hold_min_ms = 50, hold_max_ms = 300;
+  bool hold_forever = false;
+};
 
-void Log(const char* event, long long token) {
-  fprintf(g_log, "%lld %d %s %lld\n", MonoNs(), getpid(), event, token);
-  fflush(g_log);  // a SIGKILL must not lose what was logged
+int g_log_fd = -1;
+std::mutex g_log_mu;
+
+// One write(2) per line on an O_APPEND file: lines of several processes
+// never interleave, and a SIGKILL cannot lose a line already logged.
+void Log(long long at, const char* event, long long token, const std::string& detail = "") {
+  std::string d = detail;
+  for (char& c : d)
+    if (c == '\n' || c == '\r') c = ' ';
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "%lld %d %s %lld", at, getpid(), event, token);
+  std::string line(buf, n);
+  if (!d.empty()) line += " " + d;
+  line += "\n";
+  std::lock_guard<std::mutex> lock(g_log_mu);
+  if (write(g_log_fd, line.data(), line.size()) != (ssize_t)line.size()) perror("lease_candidate: log");
 }
 
-int Fail(const char* what, char* msg) {
-  fprintf(stderr, "lease_candidate %d: %s: %s\n", getpid(), what, msg ? msg : "");
+std::string TakeMessage(char* msg) {
+  std::string s = msg ? msg : "";
   K8sLeaseFree(msg);
-  return 1;
+  return s;
 }
+
+// The leader-only work: polls IsLeader and logs where each term began and
+// ended as seen through it. Disabled while the main thread steps down.
+class Worker {
+ public:
+  explicit Worker(const Options& o) : o_(o), thread_([this] { Run(); }) {}
+  ~Worker() {
+    quit_ = true;
+    thread_.join();
+  }
+  // Stops the work and waits until the worker has logged its last "off".
+  void Pause() {
+    acked_ = false;
+    enabled_ = false;
+    while (!acked_) usleep(200);
+  }
+  void Resume() { enabled_ = true; }
+  long long token() const { return token_; }
+
+ private:
+  void Run() {
+    bool on = false;
+    long long last_begin = 0, last_end = 0;
+    while (!quit_) {
+      if (!enabled_) {
+        if (on) Log(last_end, "off", token_, std::to_string(last_begin));
+        on = false;
+        acked_ = true;
+        usleep(1000);
+        continue;
+      }
+      long long fencing = 0;
+      long long begin = MonoNs();
+      int rc = K8sLeaseIsLeader((char*)o_.ns.c_str(), (char*)o_.lease.c_str(), &fencing, nullptr, nullptr);
+      long long end = MonoNs();
+      if (rc == 1) {
+        if (!on || fencing != token_) {
+          if (on) Log(last_end, "off", token_, std::to_string(last_begin));
+          token_ = fencing;
+          Log(begin, "on", fencing);
+        }
+        on = true;
+        last_begin = begin;
+        last_end = end;
+      } else if (on) {
+        Log(last_end, "off", token_, std::to_string(last_begin));
+        on = false;
+      }
+      usleep(1000);
+    }
+    if (on) Log(last_end, "off", token_, std::to_string(last_begin));
+  }
+
+  const Options& o_;
+  std::atomic<bool> enabled_{true}, acked_{false}, quit_{false};
+  std::atomic<long long> token_{0};
+  std::thread thread_;
+};
+
+int g_stop_pipe[2];
+
+void OnSigterm(int) {
+  char c = 1;
+  ssize_t r = write(g_stop_pipe[1], &c, 1);
+  (void)r;
+}
+
+bool ParseRange(const char* s, long long* a, long long* b) { return sscanf(s, "%lld-%lld", a, b) == 2 && *a >= 0 && *b >= *a; }
+
+bool ParseArgs(int argc, char** argv, Options* o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    const char* v = argv[i + 1];
+    if (k == "--namespace") o->ns = v;
+    else if (k == "--lease") o->lease = v;
+    else if (k == "--identity") o->identity = v;
+    else if (k == "--log") o->log = v;
+    else if (k == "--seconds") o->seconds = atoll(v);
+    else if (k == "--timing") {
+      if (sscanf(v, "%lld,%lld,%lld", &o->lease_ms, &o->renew_ms, &o->retry_ms) != 3) return false;
+    } else if (k == "--hold") {
+      if (std::string(v) == "forever") o->hold_forever = true;
+      else if (!ParseRange(v, &o->hold_min_ms, &o->hold_max_ms)) return false;
+    } else return false;
+  }
+  return argc % 2 == 1 && !o->ns.empty() && !o->lease.empty() && !o->identity.empty() && !o->log.empty();
+}
+
+class Candidate {
+ public:
+  explicit Candidate(const Options& o) : o_(o), rng_(getpid()) {}
+
+  int Run() {
+    char* err = nullptr;
+    if (K8sLeaseInit(&err) != 0) return Fail("init", err);
+    Worker worker(o_);
+    worker_ = &worker;
+    std::thread stopper([this] { StopOnSignal(); });
+    long long end = o_.seconds > 0 ? MonoNs() + o_.seconds * 1000000000LL : 0;
+    int rc = 0;
+    while (!stopping_ && (end == 0 || MonoNs() < end)) {
+      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+        rc = Fail("run", err);
+        break;
+      }
+      if (!Term(end)) break;
+    }
+    Stop();  // also wakes the stopper thread
+    stopper.join();
+    worker_ = nullptr;
+    if (K8sLeaseShutdown(5000, &err) != 0) return Fail("shutdown", err);
+    Log(MonoNs(), "exit", 0);
+    return rc;
+  }
+
+ private:
+  char* Ns() { return (char*)o_.ns.c_str(); }
+  char* Lease() { return (char*)o_.lease.c_str(); }
+
+  // One candidacy: waits to lead, leads, and steps down or loses. Returns
+  // false when the process is stopping.
+  bool Term(long long end) {
+    char* err = nullptr;
+    long long token = 0;
+    if (K8sLeaseWaitElected(Ns(), Lease(), 3600, &token, &err) != 0) {
+      std::string why = TakeMessage(err);
+      if (stopping_) return false;
+      Log(MonoNs(), "lost", 0, why);
+      usleep(100000);
+      return true;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return false;
+      Log(MonoNs(), "elected", token);
+    }
+    if (o_.hold_forever) return AwaitLoss(token);
+    long long hold_until = MonoNs() + (o_.hold_min_ms + (long long)(rng_() % (o_.hold_max_ms - o_.hold_min_ms + 1))) * 1000000LL;
+    while (MonoNs() < hold_until && (end == 0 || MonoNs() < end) && !stopping_ &&
+           K8sLeaseIsLeader(Ns(), Lease(), nullptr, nullptr, nullptr) == 1) {
+      usleep(2000);
+    }
+    if (stopping_) return false;
+    if (K8sLeaseIsLeader(Ns(), Lease(), nullptr, nullptr, nullptr) != 1) return AwaitLoss(token);
+    StepDown(token);
+    usleep((rng_() % 100) * 1000);  // let another candidate win sometimes
+    return true;
+  }
+
+  // Waits for the end of a term the process did not end itself.
+  bool AwaitLoss(long long token) {
+    char* err = nullptr;
+    int rc = K8sLeaseWaitLost(Ns(), Lease(), &err);
+    std::string why = TakeMessage(err);
+    if (rc == 0) return false;  // cancelled: the stopper stepped down
+    Log(MonoNs(), "lost", token, why);
+    return true;
+  }
+
+  // Work stops first, then the lease is released: the logged end is never
+  // before the last IsLeader = 1 the work acted on.
+  void StepDown(long long token) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      worker_->Pause();
+      Log(MonoNs(), "released", token);
+    }
+    char* err = nullptr;
+    if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
+    worker_->Resume();
+  }
+
+  void Stop() {
+    char c = 0;
+    ssize_t r = write(g_stop_pipe[1], &c, 1);
+    (void)r;
+  }
+
+  // SIGTERM (or the end of the run): stop working, release, wake the main
+  // thread out of WaitElected / WaitLost.
+  void StopOnSignal() {
+    char c;
+    while (read(g_stop_pipe[0], &c, 1) < 0) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      worker_->Pause();
+      Log(MonoNs(), "released", worker_->token());
+    }
+    char* err = nullptr;
+    if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
+  }
+
+  int Fail(const char* what, char* msg) {
+    fprintf(stderr, "lease_candidate %d: %s: %s\n", getpid(), what, msg ? msg : "");
+    K8sLeaseFree(msg);
+    return 1;
+  }
+
+  const Options& o_;
+  std::mt19937 rng_;
+  std::mutex mu_;
+  std::atomic<bool> stopping_{false};
+  Worker* worker_ = nullptr;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    fprintf(stderr, "usage: %s NAMESPACE LEASE IDENTITY LOGFILE SECONDS\n", argv[0]);
+  Options o;
+  if (!ParseArgs(argc, argv, &o)) {
+    fprintf(stderr,
+            "usage: %s --namespace NS --lease NAME --identity ID --log FILE [--seconds N]"
+            " [--timing LEASE_MS,RENEW_MS,RETRY_MS] [--hold MIN_MS-MAX_MS|forever]\n",
+            argv[0]);
     return 2;
   }
-  char *ns = argv[1], *lease = argv[2], *identity = argv[3];
-  g_log = fopen(argv[4], "a");
-  if (!g_log) return 2;
-  long long end = MonoNs() + atoll(argv[5]) * 1000000000LL;
-  std::mt19937 rng(getpid());
-  char* err = nullptr;
-  if (K8sLeaseInit(&err) != 0) return Fail("init", err);
-  while (MonoNs() < end) {
-    if (K8sLeaseRunElectionMs(ns, lease, identity, 2000, 1500, 400, &err) != 0) return Fail("run", err);
-    long long token = 0;
-    if (K8sLeaseWaitElected(ns, lease, 30, &token, &err) != 0) {
-      K8sLeaseFree(err);
-      err = nullptr;
-      continue;  // timed out (candidacy cancelled) or lost: campaign again
-    }
-    Log("elected", token);
-    long long hold_until = MonoNs() + (50 + rng() % 250) * 1000000LL;
-    long long fencing = 0;
-    while (MonoNs() < hold_until && K8sLeaseIsLeader(ns, lease, &fencing, nullptr, nullptr) == 1) {
-      usleep(2000);  // leader-only work would go here
-    }
-    bool still_leader = K8sLeaseIsLeader(ns, lease, &fencing, nullptr, nullptr) == 1;
-    // Leadership ends locally inside CancelElection before the release is
-    // written; logging first keeps the logged interval inside the real one.
-    Log(still_leader ? "released" : "lost", token);
-    if (K8sLeaseCancelElection(ns, lease, &err) != 0) return Fail("cancel", err);
-    usleep((rng() % 100) * 1000);  // let another candidate win sometimes
+  g_log_fd = open(o.log.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (g_log_fd < 0 || pipe(g_stop_pipe) != 0) {
+    perror("lease_candidate");
+    return 2;
   }
-  if (K8sLeaseShutdown(5000, &err) != 0) return Fail("shutdown", err);
-  fclose(g_log);
-  return 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = OnSigterm;
+  sa.sa_flags = SA_ONSTACK | SA_RESTART;
+  sigaction(SIGTERM, &sa, nullptr);
+  return Candidate(o).Run();
 }

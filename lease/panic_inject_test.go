@@ -1,0 +1,104 @@
+//go:build k8s_lease_panic_inject
+
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// With -tags k8s_lease_panic_inject, a panic injected at each point inside
+// the library is contained: the caller gets ErrInternal (or the goroutine
+// retries), the process lives, and the manager stays usable.
+func TestInjectedPanicsAreContained(t *testing.T) {
+	cases := []struct {
+		point string
+		check func(t *testing.T, m *Manager, logs func() string)
+	}{
+		{"call", func(t *testing.T, m *Manager, _ func() string) {
+			_, err := m.RunElection("ns", "l", "a", unitTiming)
+			// The cgo layer's guard turns this into -1; here it is a panic
+			// reaching the caller, which the guard test covers.
+			t.Fatalf("RunElection returned %v instead of panicking", err)
+		}},
+		{"campaign", func(t *testing.T, m *Manager, _ func() string) {
+			e, err := m.RunElection("ns", "l", "a", unitTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.WaitElected(5 * time.Second); !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "injected panic at campaign") {
+				t.Fatalf("WaitElected = %v, want ErrInternal with the panic", err)
+			}
+			if err := e.WaitLost(); !errors.Is(err, ErrInternal) {
+				t.Fatalf("WaitLost = %v", err)
+			}
+			if ok, _, _ := e.IsLeader(); ok {
+				t.Fatal("leader after a panic")
+			}
+		}},
+		{"list", func(t *testing.T, m *Manager, logs func() string) {
+			if _, err := m.WatchHolder("ns", "l", func(HolderState) {}); err != nil {
+				t.Fatal(err)
+			}
+			awaitLog(t, logs, "injected panic at list")
+		}},
+		{"watch", func(t *testing.T, m *Manager, logs func() string) {
+			called := make(chan struct{}, 1)
+			w, err := m.WatchHolder("ns", "l", func(HolderState) { called <- struct{}{} })
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaitLog(t, logs, "holder watch on ns/l ended")
+			w.Cancel() // still safe after the watch ended by itself
+			if len(called) != 0 {
+				t.Fatal("callback ran although the panic came before it")
+			}
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.point, func(t *testing.T) {
+			var mu sync.Mutex
+			var logs strings.Builder
+			SetLogSink(func(_ Level, msg string) { mu.Lock(); logs.WriteString(msg + "\n"); mu.Unlock() })
+			t.Cleanup(func() { SetLogSink(nil) })
+			t.Setenv("K8S_LEASE_PANIC_AT", tc.point)
+			m, _, _ := fakeManager()
+			func() {
+				defer func() {
+					p := recover()
+					if p != nil && tc.point != "call" {
+						t.Fatalf("panic escaped: %v", p)
+					}
+					if tc.point == "call" && !strings.Contains(fmt.Sprint(p), "injected panic at call") {
+						t.Fatalf("the call did not panic as injected: %v", p)
+					}
+				}()
+				tc.check(t, m, func() string { mu.Lock(); defer mu.Unlock(); return logs.String() })
+			}()
+			t.Setenv("K8S_LEASE_PANIC_AT", "")
+			// Usable afterwards: a fresh election on another lease works.
+			if _, err := m.RunElection("ns", "after", "a", unitTiming); err != nil {
+				t.Fatalf("manager unusable after the panic: %v", err)
+			}
+			if err := m.Shutdown(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// awaitLog waits up to 5 s for an error log containing want.
+func awaitLog(t *testing.T, logs func() string, want string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no error logged for the panic (want %q); logs: %s", want, logs())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,62 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// The renewal patch renews only a Lease exactly as we hold it.
+func TestRenewPatchIsCompareAndSwap(t *testing.T) {
+	held := func() *coordinationv1.Lease {
+		l := testLease("l", "me", 3, testNow, 15)
+		l.Annotations = map[string]string{IncarnationAnnotation: "inc-1"}
+		return l
+	}
+	cases := []struct {
+		name  string
+		edit  func(l *coordinationv1.Lease)
+		renew bool
+	}{
+		{"held as written", func(*coordinationv1.Lease) {}, true},
+		{"holder changed", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptrTo("other") }, false},
+		{"holder cleared (released)", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }, false},
+		{"same identity, other incarnation", func(l *coordinationv1.Lease) { l.Annotations[IncarnationAnnotation] = "inc-2" }, false},
+		{"no incarnation (a client-go writer)", func(l *coordinationv1.Lease) { l.Annotations = nil }, false},
+		{"token changed", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptrTo(int32(4)) }, false},
+		{"duration edited", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptrTo(int32(1)) }, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := held()
+			tc.edit(l)
+			leases := fake.NewClientset(l).CoordinationV1().Leases("ns")
+			now := testNow.Add(2 * time.Second)
+			patch, err := renewPatch("me", "inc-1", 3, unitTiming, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := leases.Patch(context.Background(), "l", types.JSONPatchType, patch, metav1.PatchOptions{})
+			if tc.renew {
+				if err != nil || !got.Spec.RenewTime.Time.Equal(now.Truncate(time.Microsecond)) || *got.Spec.HolderIdentity != "me" {
+					t.Fatalf("renewal of a held lease: %v %+v", err, got)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("renewed a lease that is not ours: %+v", got.Spec)
+			}
+			cur, _ := leases.Get(context.Background(), "l", metav1.GetOptions{})
+			if !cur.Spec.RenewTime.Time.Equal(testNow) {
+				t.Fatalf("a failed renewal changed renewTime to %v", cur.Spec.RenewTime)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

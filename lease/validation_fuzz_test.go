@@ -1,0 +1,174 @@
+package lease
+
+import (
+	"errors"
+	"math"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The fuzz targets compare each validator with an oracle written from the
+// rules themselves (not from the validator's code), and require every
+// refusal to be an ErrInvalidArgument whose message names the argument.
+// `go test -fuzz=FuzzX ./lease` explores; the corpus in testdata/fuzz runs
+// with every `go test`.
+
+var (
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	labelValue   = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$`)
+	qualifiedKey = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+)
+
+func isLabel(s string) bool     { return len(s) <= 63 && dnsLabel.MatchString(s) }
+func isSubdomain(s string) bool { return len(s) <= 253 && dnsSubdomain.MatchString(s) }
+
+func isLabelKey(s string) bool {
+	prefix, name, hasPrefix := strings.Cut(s, "/")
+	if !hasPrefix {
+		name = prefix
+	} else if prefix == "" || !isSubdomain(prefix) || strings.Contains(name, "/") {
+		return false
+	}
+	return len(name) <= 63 && qualifiedKey.MatchString(name)
+}
+
+// refused checks the shape of a refusal: ErrInvalidArgument, and a message
+// naming one of the arguments.
+func refused(t *testing.T, err error, names ...string) {
+	t.Helper()
+	if !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("refusal %v is not ErrInvalidArgument", err)
+	}
+	for _, n := range names {
+		if strings.Contains(err.Error(), n) {
+			return
+		}
+	}
+	t.Fatalf("refusal %q names none of %q", err, names)
+}
+
+func FuzzValidateKey(f *testing.F) {
+	for _, s := range [][2]string{{"default", "lease"}, {"", "x"}, {"a", "a.b"}, {"A", "b"}, {"ns", "-x"}, {"ns", "x..y"}, {strings.Repeat("a", 63), strings.Repeat("b", 253)}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, ns, name string) {
+		err := ValidateKey(ns, name)
+		want := isLabel(ns) && isSubdomain(name)
+		if (err == nil) != want {
+			t.Fatalf("ValidateKey(%q, %q) = %v, oracle says valid=%v", ns, name, err, want)
+		}
+		if err != nil {
+			refused(t, err, "namespace", "lease name")
+		}
+	})
+}
+
+func FuzzValidateIdentity(f *testing.F) {
+	for _, s := range []string{"pod-0", "", "a\nb", "\xff", "ünï", "\ufffd", strings.Repeat("x", 1025), "tab\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		err := ValidateIdentity(id)
+		want := id != "" && len(id) <= 1024 && utf8.ValidString(id) &&
+			strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) < 0
+		if (err == nil) != want {
+			t.Fatalf("ValidateIdentity(%q) = %v, oracle says valid=%v", id, err, want)
+		}
+		if err != nil {
+			refused(t, err, "identity")
+		}
+	})
+}
+
+func FuzzTimingFromMillis(f *testing.F) {
+	f.Add(int64(15000), int64(10000), int64(2000))
+	f.Add(int64(1000), int64(999), int64(800))
+	f.Add(int64(1500), int64(1000), int64(100))
+	f.Add(int64(-1), int64(0), int64(math.MaxInt64))
+	f.Add(int64(math.MaxInt64), int64(1), int64(1))
+	f.Fuzz(func(t *testing.T, d, r, p int64) {
+		got, err := TimingFromMillis(d, r, p)
+		const maxMs = math.MaxInt32 * 1000
+		want := p > 0 && r > 0 && d >= 1000 && d%1000 == 0 && d <= maxMs && d > r && float64(r) > 1.2*float64(p) &&
+			r <= math.MaxInt64/int64(time.Millisecond) && p <= math.MaxInt64/int64(time.Millisecond)
+		if (err == nil) != want {
+			t.Fatalf("TimingFromMillis(%d, %d, %d) = %v, oracle says valid=%v", d, r, p, err, want)
+		}
+		if err != nil {
+			refused(t, err, "lease duration", "renew deadline", "retry period")
+			return
+		}
+		if got.LeaseDuration != time.Duration(d)*time.Millisecond || got.RenewDeadline != time.Duration(r)*time.Millisecond ||
+			got.RetryPeriod != time.Duration(p)*time.Millisecond {
+			t.Fatalf("TimingFromMillis(%d, %d, %d) = %+v: values changed", d, r, p, got)
+		}
+	})
+}
+
+func FuzzTimingFromSeconds(f *testing.F) {
+	f.Add(15, 10, 2)
+	f.Add(2, 1, 0)
+	f.Add(math.MaxInt64/1000+1, 1, 1)
+	f.Add(math.MaxInt32, math.MaxInt32-1, 1)
+	f.Fuzz(func(t *testing.T, d, r, p int) {
+		got, err := TimingFromSeconds(d, r, p)
+		if err != nil {
+			refused(t, err, "lease duration", "renew deadline", "retry period")
+			return
+		}
+		// Accepted values are exactly what was asked for: no wrap-around.
+		if got.LeaseDuration != time.Duration(d)*time.Second || got.LeaseDuration/time.Second != time.Duration(d) ||
+			got.RenewDeadline/time.Second != time.Duration(r) || got.RetryPeriod/time.Second != time.Duration(p) {
+			t.Fatalf("TimingFromSeconds(%d, %d, %d) = %+v", d, r, p, got)
+		}
+		if got.Validate() != nil {
+			t.Fatalf("accepted timing %+v does not validate", got)
+		}
+	})
+}
+
+func FuzzPodLabelArguments(f *testing.F) {
+	f.Add("default", "pod-0", "k8s-lease.io/leader", "true")
+	f.Add("ns", "p", "a/b/c", "")
+	f.Add("ns", "p", "/x", "-bad")
+	f.Add("NS", "p", "x", strings.Repeat("v", 64))
+	f.Fuzz(func(t *testing.T, ns, pod, key, value string) {
+		err := validatePodLabel(ns, pod, key)
+		want := isLabel(ns) && isSubdomain(pod) && isLabelKey(key)
+		if (err == nil) != want {
+			t.Fatalf("validatePodLabel(%q, %q, %q) = %v, oracle says valid=%v", ns, pod, key, err, want)
+		}
+		if err != nil {
+			refused(t, err, "namespace", "pod name", "label key")
+		}
+		verr := validateLabelValue(value)
+		if vwant := len(value) <= 63 && labelValue.MatchString(value); (verr == nil) != vwant {
+			t.Fatalf("validateLabelValue(%q) = %v, oracle says valid=%v", value, verr, vwant)
+		}
+		if verr != nil {
+			refused(t, verr, "label value")
+		}
+	})
+}
+
+func FuzzSetLogLevel(f *testing.F) {
+	for _, l := range []int{-1, 0, 3, 12, 13, math.MinInt32} {
+		f.Add(l)
+	}
+	before := Level(logging.level.Load())
+	f.Cleanup(func() { _ = SetLogLevel(before) })
+	f.Fuzz(func(t *testing.T, l int) {
+		err := SetLogLevel(Level(l))
+		if (err == nil) != (l >= 0 && l <= 12) {
+			t.Fatalf("SetLogLevel(%d) = %v", l, err)
+		}
+		if err != nil {
+			refused(t, err, "log level")
+		}
+	})
+}

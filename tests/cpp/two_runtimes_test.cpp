@@ -1,0 +1,26 @@
+// A host that links a second Go c-shared library besides ours: Go does not
+// support two runtimes in one process, so K8sLeaseInit must refuse with a
+// clear error instead of starting anything.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "k8s_lease.h"
+
+extern "C" int OtherGoAnswer(void);
+
+TEST(TwoRuntimes, InitRefusesBesideAnotherGoLibrary) {
+  ASSERT_EQ(OtherGoAnswer(), 42) << "the other Go library must be loaded and running";
+  char* err = nullptr;
+  ASSERT_EQ(K8sLeaseInit(&err), -1) << "Init accepted a process with two Go runtimes";
+  ASSERT_NE(err, nullptr);
+  std::string msg = err;
+  K8sLeaseFree(err);
+  EXPECT_NE(msg.find("another Go runtime is loaded"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("libother_go.so"), std::string::npos) << "the error must name the library: " << msg;
+  // Nothing started: the library still answers without a client.
+  err = nullptr;
+  EXPECT_EQ(K8sLeaseRunElection((char*)"ns", (char*)"l", (char*)"a", 15, 10, 2, &err), -1);
+  EXPECT_NE(std::string(err ? err : "").find("not initialized"), std::string::npos);
+  K8sLeaseFree(err);
+}

@@ -1,0 +1,297 @@
+//go:build integration
+
+package fault
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/k8s-lease/k8s-lease/internal/faultproxy"
+	"github.com/k8s-lease/k8s-lease/internal/history"
+)
+
+// timing is one set of candidate timings, in ms.
+type timing struct{ lease, renew, retry time.Duration }
+
+func (t timing) flag() string {
+	return fmt.Sprintf("%d,%d,%d", t.lease.Milliseconds(), t.renew.Milliseconds(), t.retry.Milliseconds())
+}
+
+var (
+	// steady: long enough for a frozen or partitioned leader to be told
+	// apart from a slow one.
+	steady = timing{4 * time.Second, 3 * time.Second, 500 * time.Millisecond}
+	// quick: churn.
+	quick = timing{2 * time.Second, 1500 * time.Millisecond, 400 * time.Millisecond}
+)
+
+var leaseSeq atomic.Int64
+
+// scenario is one lease, its candidates and their shared history log.
+type scenario struct {
+	t      *testing.T
+	lease  string
+	log    string
+	dir    string
+	timing timing
+
+	mu    sync.Mutex
+	cands []*proc
+}
+
+// proc is one candidate process.
+type proc struct {
+	id     string
+	cmd    *exec.Cmd
+	proxy  *faultproxy.Proxy // nil: straight to the API server
+	stderr *syncBuffer
+	done   chan struct{}
+	status error
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func newScenario(t *testing.T, tm timing) *scenario {
+	dir := t.TempDir()
+	s := &scenario{t: t, lease: fmt.Sprintf("fault-%d-%d", time.Now().UnixNano()%1e6, leaseSeq.Add(1)),
+		log: filepath.Join(dir, "history.log"), dir: dir, timing: tm}
+	t.Cleanup(s.cleanup)
+	return s
+}
+
+type candOpts struct {
+	hold    string // "forever" (default) or "MIN-MAX" ms
+	proxied bool
+}
+
+// start launches a candidate with identity id.
+func (s *scenario) start(id string, o candOpts) *proc {
+	s.t.Helper()
+	if o.hold == "" {
+		o.hold = "forever"
+	}
+	kubeconfig := server.Kubeconfig
+	var proxy *faultproxy.Proxy
+	if o.proxied {
+		var err error
+		if proxy, err = faultproxy.NewForConfig(server.Config); err != nil {
+			s.t.Fatal(err)
+		}
+		kubeconfig = filepath.Join(s.dir, fmt.Sprintf("kubeconfig-%s-%d", id, time.Now().UnixNano()))
+		if err := proxy.Kubeconfig(kubeconfig); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(candidate, "--namespace", namespace, "--lease", s.lease, "--identity", id,
+		"--log", s.log, "--timing", s.timing.flag(), "--hold", o.hold)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	go func() { p.status = cmd.Wait(); close(p.done) }()
+	s.mu.Lock()
+	s.cands = append(s.cands, p)
+	s.mu.Unlock()
+	return p
+}
+
+// sigkill kills p and logs the kill once it is reaped: its leadership, if
+// any, ends there.
+func (s *scenario) sigkill(p *proc) {
+	s.t.Helper()
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	if err := history.Append(s.log, history.Event{At: history.Now(), PID: p.pid(), Kind: history.Killed}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// sigterm asks p to release and exit, and requires a clean exit.
+func (s *scenario) sigterm(p *proc) {
+	s.t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		s.sigkill(p)
+		s.t.Fatalf("%s (pid %d) did not exit within 20 s of SIGTERM; stderr: %s", p.id, p.pid(), p.stderr)
+	}
+	if p.status != nil {
+		s.t.Errorf("%s (pid %d) exited with %v; stderr: %s", p.id, p.pid(), p.status, p.stderr)
+	}
+}
+
+// stopAll SIGTERMs every live candidate.
+func (s *scenario) stopAll() {
+	s.t.Helper()
+	for _, p := range s.live() {
+		s.sigterm(p)
+	}
+}
+
+func (s *scenario) live() []*proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var live []*proc
+	for _, p := range s.cands {
+		select {
+		case <-p.done:
+		default:
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+func (s *scenario) cleanup() {
+	for _, p := range s.live() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+	for _, p := range s.cands {
+		if p.proxy != nil {
+			p.proxy.Close()
+		}
+	}
+}
+
+// report reads and checks the history so far.
+func (s *scenario) report() history.Report {
+	s.t.Helper()
+	events, err := history.ParseFile(s.log)
+	if err != nil && !os.IsNotExist(err) {
+		s.t.Fatal(err)
+	}
+	return history.Check(events)
+}
+
+// leader is the candidate whose term is open, or nil.
+func (s *scenario) leader() (*proc, history.Term) {
+	r := s.report()
+	for i := len(r.Terms) - 1; i >= 0; i-- {
+		if r.Terms[i].End == history.Open {
+			return s.byPID(r.Terms[i].PID), r.Terms[i]
+		}
+	}
+	return nil, history.Term{}
+}
+
+func (s *scenario) byPID(pid int) *proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.cands {
+		if p.pid() == pid {
+			return p
+		}
+	}
+	return nil
+}
+
+// awaitLeader waits for an open term that began after `after` (mono ns).
+func (s *scenario) awaitLeader(within time.Duration, after int64) (*proc, history.Term) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if p, term := s.leader(); p != nil && term.Start > after {
+			return p, term
+		}
+		if time.Now().After(deadline) {
+			s.fail("no leader elected within %v", within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// awaitTermEnd waits until pid's term with token ends and returns it.
+func (s *scenario) awaitTermEnd(within time.Duration, pid int, token int64) history.Term {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		for _, term := range s.report().Terms {
+			if term.PID == pid && term.Token == token && term.End != history.Open {
+				return term
+			}
+		}
+		if time.Now().After(deadline) {
+			s.fail("pid %d (token %d) did not report the end of its leadership within %v", pid, token, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// verify requires a clean history: no overlap, rising tokens, no IsLeader
+// after a step-down. It returns the report for scenario-specific checks.
+func (s *scenario) verify() history.Report {
+	s.t.Helper()
+	r := s.report()
+	for _, v := range r.Violations {
+		s.t.Errorf("history: %s", v)
+	}
+	if !r.OK() {
+		s.dumpLog()
+	}
+	s.t.Logf("history: %d leaderships, %d leader changes, %d violations", len(r.Terms), r.LeaderChanges(), len(r.Violations))
+	return r
+}
+
+// fail dumps what the candidates said and stops the test.
+func (s *scenario) fail(format string, args ...any) {
+	s.t.Helper()
+	s.dumpLog()
+	s.t.Fatalf(format, args...)
+}
+
+func (s *scenario) dumpLog() {
+	b, _ := os.ReadFile(s.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	s.t.Logf("last history lines:\n%s", strings.Join(lines, "\n"))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.cands {
+		if p.stderr.Len() > 0 {
+			s.t.Logf("%s (pid %d) stderr: %s", p.id, p.pid(), p.stderr)
+		}
+	}
+}
+
+// mono converts a duration from now into the history's clock.
+func mono(d time.Duration) int64 { return history.Now() + int64(d) }
+
+// syncBuffer is stderr of a candidate, written by exec's copier while the
+// test may read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Len() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Len()
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,79 @@
+//go:build integration
+
+// Package fault is the fault and abuse suite: several real candidate
+// processes (tests/cpp/lease_candidate.cpp, a C++ host linking the shipped
+// .so) compete for one Lease on a real API server while the test injects
+// faults, and internal/history checks their merged logs.
+package fault
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
+)
+
+const namespace = "fault"
+
+var (
+	server    *testenv.Server
+	candidate string // the lease_candidate binary
+)
+
+func TestMain(m *testing.M) {
+	code := run(m)
+	os.Exit(code)
+}
+
+func run(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "k8s-lease-fault-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if candidate, err = buildCandidate(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	server, err = testenv.Start(os.Stderr, "--namespace", namespace)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "the fault suite needs a real API server:", err)
+		return 1
+	}
+	code := m.Run()
+	if err := server.Stop(30 * time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest-server:", err)
+		code = 1
+	}
+	return code
+}
+
+// buildCandidate compiles the C++ candidate against the library `make lib`
+// built (or the one in $K8S_LEASE_LIB_DIR).
+func buildCandidate(dir string) (string, error) {
+	root := testenv.RepoRoot()
+	libDir := os.Getenv("K8S_LEASE_LIB_DIR")
+	if libDir == "" {
+		libDir = filepath.Join(root, "build")
+	}
+	if _, err := os.Stat(filepath.Join(libDir, "libk8s_lease_wrapper.so")); err != nil {
+		return "", fmt.Errorf("the fault suite runs the shipped library: run `make lib` first (%v)", err)
+	}
+	cxx := os.Getenv("CXX")
+	if cxx == "" {
+		cxx = "g++"
+	}
+	out := filepath.Join(dir, "lease_candidate")
+	cmd := exec.Command(cxx, "-std=c++17", "-O2", "-pthread", "-I", filepath.Join(root, "include"),
+		filepath.Join(root, "tests", "cpp", "lease_candidate.cpp"), "-o", out,
+		"-L", libDir, "-lk8s_lease_wrapper", "-Wl,-rpath,"+libDir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build lease_candidate with %s: %v\n%s", cxx, err, b)
+	}
+	return out, nil
+}
