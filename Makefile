@@ -87,7 +87,7 @@ integration: $(ENVTEST_SERVER) $(LIB)
 	$(with_assets) $(GO) test -race -count=1 -tags integration $$($(GO) list ./... | grep -v /tests/fault)
 	$(with_assets) $(GO) test -race -count=1 -tags integration -v ./tests/fault
 
-# The long churn: >= 1000 leader changes (about 10 minutes).
+# The long churn: >= 1000 leader changes, each by a kill (about 25 minutes).
 soak: $(ENVTEST_SERVER) $(LIB)
 	$(with_assets) FAULT_CHURN_CHANGES=1000 FAULT_CHURN_MINUTES=40 $(GO) test -count=1 -timeout 60m -tags integration -v -run TestChurnWithKills ./tests/fault
 

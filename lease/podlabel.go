@@ -11,20 +11,20 @@ import (
 
 func validatePodLabel(ns, pod, key string) error {
 	if errs := validation.IsDNS1123Label(ns); ns == "" || len(errs) > 0 {
-		return invalid("namespace %q: must be a DNS-1123 label", ns)
+		return invalid("namespace %s: must be a DNS-1123 label", clip(ns))
 	}
 	if errs := validation.IsDNS1123Subdomain(pod); pod == "" || len(errs) > 0 {
-		return invalid("pod name %q: must be a DNS-1123 subdomain", pod)
+		return invalid("pod name %s: must be a DNS-1123 subdomain", clip(pod))
 	}
 	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return invalid("label key %q: %s", key, errs[0])
+		return invalid("label key %s: %s", clip(key), errs[0])
 	}
 	return nil
 }
 
 func validateLabelValue(value string) error {
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return invalid("label value %q: %s", value, errs[0])
+		return invalid("label value %s: %s", clip(value), errs[0])
 	}
 	return nil
 }

@@ -25,6 +25,16 @@ type Timing struct {
 	RetryPeriod   time.Duration
 }
 
+// clip quotes a bad argument for an error message, cut to its first 64
+// bytes: a megabyte of garbage must not come back in full.
+func clip(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", s[:keep], len(s))
+}
+
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
@@ -36,13 +46,13 @@ func ValidateKey(namespace, name string) error {
 		return invalid("namespace: must not be empty")
 	}
 	if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
-		return invalid("namespace %q: %s", namespace, errs[0])
+		return invalid("namespace %s: %s", clip(namespace), errs[0])
 	}
 	if name == "" {
 		return invalid("lease name: must not be empty")
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return invalid("lease name %q: %s", name, errs[0])
+		return invalid("lease name %s: %s", clip(name), errs[0])
 	}
 	return nil
 }

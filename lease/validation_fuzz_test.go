@@ -44,6 +44,9 @@ func refused(t *testing.T, err error, names ...string) {
 	if !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("refusal %v is not ErrInvalidArgument", err)
 	}
+	if len(err.Error()) > 512 {
+		t.Fatalf("refusal of %d bytes: a bad argument must not come back in full", len(err.Error()))
+	}
 	for _, n := range names {
 		if strings.Contains(err.Error(), n) {
 			return

@@ -77,9 +77,16 @@ func TestCheck(t *testing.T) {
 			name: "IsLeader after the term ended",
 			log: `10 1 elected 1
 20 1 lost 1 lease taken by another holder
-27 1 off 1`,
+27 1 off 1 25`,
 			terms: 1,
-			want:  []string{"pid 1 (token 1) reported IsLeader = 1 7ns after it logged lost"},
+			want:  []string{"pid 1 (token 1) reported IsLeader = 1 in a call begun 5ns after it logged lost"},
+		},
+		{
+			name: "an IsLeader call straddling the loss is no violation",
+			log: `10 1 elected 1
+20 1 lost 1 renew deadline exceeded
+21 1 off 1 19`,
+			terms: 1,
 		},
 		{
 			name: "a late IsLeader also overlaps the next leader",

@@ -1,7 +1,10 @@
 // Every exported function with NULL, empty, over-long and malformed input:
 // -1 with a message naming the problem, never a crash.
+#include <climits>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -139,4 +142,63 @@ TEST(Api, PodLabel) {
   ASSERT_EQ(K8sRemovePodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), err.out()), 0) << "absent label: " << err.str();
   EXPECT_NE(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
   ExpectError(K8sPatchPodLabel(S(ns), S("no-such-pod"), S("k"), S("v"), err.out()), err, "not found");
+}
+
+// Every function that takes a name, driven with each kind of bad name: -1
+// and a message naming the argument, for every one of them.
+TEST(Api, EveryFunctionRefusesEveryMalformedName) {
+  const std::string ns = kNamespace;
+  const std::string huge(1 << 20, 'a');  // 1 MiB
+  const std::vector<std::string> bad = {"", huge, kLong, "\xff\xfe", "a\tb", "with space", "UPPER", "-lead", "trail-",
+                                        "a..b", "a/b", "%2e%2e", "../x"};
+  using Call = std::function<int(char* ns, char* name, char** err)>;
+  const std::vector<std::pair<std::string, Call>> calls = {
+      {"RunElection", [](char* n, char* l, char** e) { return K8sLeaseRunElection(n, l, (char*)"id", 5, 4, 1, e); }},
+      {"RunElectionMs", [](char* n, char* l, char** e) { return K8sLeaseRunElectionMs(n, l, (char*)"id", 5000, 4000, 1000, e); }},
+      {"WaitElected", [](char* n, char* l, char** e) { return K8sLeaseWaitElected(n, l, 1, nullptr, e); }},
+      {"WaitLost", [](char* n, char* l, char** e) { return K8sLeaseWaitLost(n, l, e); }},
+      {"CancelElection", [](char* n, char* l, char** e) { return K8sLeaseCancelElection(n, l, e); }},
+      {"IsLeader", [](char* n, char* l, char** e) { return K8sLeaseIsLeader(n, l, nullptr, nullptr, e); }},
+      {"GetHolder", [](char* n, char* l, char** e) { return K8sLeaseGetHolder(n, l, nullptr, nullptr, e); }},
+      {"WatchHolder", [](char* n, char* l, char** e) {
+         return K8sLeaseWatchHolder(n, l, nullptr, [](void*, const char*, size_t, int64_t) {}, e);
+       }},
+      {"CancelWatch", [](char* n, char* l, char** e) { return K8sLeaseCancelWatch(n, l, e); }},
+      {"PatchPodLabel", [](char* n, char* p, char** e) { return K8sPatchPodLabel(n, p, (char*)"k", (char*)"v", e); }},
+      {"RemovePodLabel", [](char* n, char* p, char** e) { return K8sRemovePodLabel(n, p, (char*)"k", e); }},
+  };
+  int checked = 0;
+  for (const auto& [fn, call] : calls) {
+    for (size_t i = 0; i < bad.size(); i++) {
+      for (int which = 0; which < 2; which++) {  // as namespace, then as name
+        std::string n = which == 0 ? bad[i] : ns, l = which == 0 ? "l" : bad[i];
+        ErrMsg err;
+        int rc = call(S(n), S(l), err.out());
+        const std::string want = which == 0 ? "namespace" : (fn.find("Label") != std::string::npos ? "pod name" : "lease name");
+        EXPECT_EQ(rc, -1) << fn << " accepted bad " << want << " #" << i;
+        EXPECT_NE(err.str().find(want), std::string::npos) << fn << " bad " << want << " #" << i << ": " << err.str().substr(0, 200);
+        EXPECT_LT(err.str().size(), 4096u) << fn << ": the message must not echo a huge argument in full";
+        checked++;
+      }
+    }
+  }
+  RecordProperty("checked", checked);
+}
+
+TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
+  ErrMsg err;
+  const std::string ns = kNamespace;
+  for (int level : {-1, 13, INT_MAX, INT_MIN}) ExpectError(K8sLeaseSetLogLevel(level, err.out()), err, "log level");
+  for (int ms : {0, -1, INT_MIN}) ExpectError(K8sLeaseShutdown(ms, err.out()), err, "timeoutMs: must be > 0");
+  ExpectError(K8sLeaseStats(nullptr, err.out()), err, "statsJson");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MAX, INT_MAX, 1, err.out()), err, "must be greater than renew deadline");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MIN, 4, 1, err.out()), err, "lease duration: must be > 0");
+  ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), 5, 4, INT_MIN, err.out()), err, "retry period: must be > 0");
+  ExpectError(K8sLeaseRunElectionMs(S(ns), S("l"), S("id"), LLONG_MAX, 2, 1, err.out()), err, "overflows");
+  ExpectError(K8sLeaseRunElectionMs(S(ns), S("l"), S("id"), LLONG_MIN, 2, 1, err.out()), err, "lease duration");
+  const std::string huge(1 << 20, 'k');
+  for (const std::string& key : {std::string(""), huge, std::string("a/b/c"), std::string("/x"), std::string("k\xff")})
+    ExpectError(K8sPatchPodLabel(S(ns), S("p"), S(key), S("v"), err.out()), err, "label key");
+  for (const std::string& value : {huge, std::string("-x"), std::string("a b"), std::string("v\n")})
+    ExpectError(K8sPatchPodLabel(S(ns), S("p"), S("k"), S(value), err.out()), err, "label value");
 }
