@@ -5,7 +5,6 @@ package lease
 import (
 	"context"
 	"math/rand/v2"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -13,33 +12,41 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/k8s-lease/k8s-lease/internal/history"
 )
 
-type interval struct {
-	who        string
-	start, end time.Time
+// eventLog collects in-process candidates' events for the history checker;
+// each candidate stands in for a process with a pid of its own.
+type eventLog struct {
+	mu     sync.Mutex
+	events []history.Event
 }
 
-type intervalLog struct {
-	mu  sync.Mutex
-	all []interval
-}
-
-func (l *intervalLog) add(iv interval) {
+func (l *eventLog) add(pid int, kind string, token int64) {
 	l.mu.Lock()
-	l.all = append(l.all, iv)
+	l.events = append(l.events, history.Event{At: history.Now(), PID: pid, Kind: kind, Token: token})
 	l.mu.Unlock()
 }
 
 // Our candidates and plain client-go candidates churn on one lease; the
-// intervals in which each acted as leader must never overlap.
+// intervals in which each acted as leader must never overlap, and the token
+// must rise from each leadership to the next, whichever implementation held
+// it (internal/history checks both).
 func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 	name := leaseName(t)
-	log := &intervalLog{}
+	log := &eventLog{}
+	// Our candidate creates the Lease: a client-go creator would start it
+	// at leaseTransitions 0, below the tokens we promise (>= 1).
+	first := newProcess(t)
+	mustElect(t, mustRun(t, first, name, "creator"), 10*time.Second)
+	if err := first.CancelElection(itNamespace, name); err != nil {
+		t.Fatal(err)
+	}
 	end := time.Now().Add(12 * time.Second)
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
-		id := []string{"ours-0", "ours-1"}[i]
+		id, pid := []string{"ours-0", "ours-1"}[i], i+1
 		m := newProcess(t)
 		wg.Go(func() {
 			for time.Now().Before(end) {
@@ -48,17 +55,20 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if _, err := e.WaitElected(3 * time.Second); err != nil {
+				token, err := e.WaitElected(3 * time.Second)
+				if err != nil {
 					continue
 				}
-				start := time.Now()
+				log.add(pid, history.Elected, token)
 				time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
 				if ok, _, _ := e.IsLeader(); !ok {
 					t.Errorf("%s lost leadership while holding", id)
 				}
-				log.add(interval{id, start, time.Now()})
+				log.add(pid, history.Released, token) // before the release is written
 				_ = m.CancelElection(itNamespace, name)
-				time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+				// Ours hear of a release at once, client-go's only at their
+				// next retry: pause so that they get their turns too.
+				time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
 			}
 		})
 	}
@@ -67,7 +77,7 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 2; i++ {
-		id := []string{"client-go-0", "client-go-1"}[i]
+		id, pid := []string{"client-go-0", "client-go-1"}[i], i+3
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -77,10 +87,16 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 					Lock: lock, ReleaseOnCancel: true, LeaseDuration: fastTiming.LeaseDuration,
 					RenewDeadline: fastTiming.RenewDeadline, RetryPeriod: fastTiming.RetryPeriod,
 					Callbacks: leaderelection.LeaderCallbacks{
-						OnStartedLeading: func(context.Context) {
-							start := time.Now()
+						OnStartedLeading: func(ctx context.Context) {
+							// client-go does not hand out the token: read it.
+							rec, _, err := lock.Get(ctx)
+							if err != nil || rec.HolderIdentity != id {
+								cancel()
+								return
+							}
+							log.add(pid, history.Elected, int64(rec.LeaderTransitions))
 							time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
-							log.add(interval{id, start, time.Now()})
+							log.add(pid, history.Released, int64(rec.LeaderTransitions))
 							cancel() // step down: client-go releases after this
 						},
 						OnStoppedLeading: func() {},
@@ -92,17 +108,17 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 	}
 	wg.Wait()
 
-	ivs := log.all
-	sort.Slice(ivs, func(i, j int) bool { return ivs[i].start.Before(ivs[j].start) })
-	kinds := map[string]bool{}
-	for i, iv := range ivs {
-		kinds[iv.who[:4]] = true
-		if i > 0 && iv.start.Before(ivs[i-1].end) {
-			t.Fatalf("overlap: %s [%v] and %s started %v before it ended", ivs[i-1].who, ivs[i-1].end.Sub(ivs[i-1].start), iv.who, ivs[i-1].end.Sub(iv.start))
-		}
+	r := history.Check(log.events)
+	for _, v := range r.Violations {
+		t.Error(v)
 	}
-	if len(ivs) < 10 || !kinds["ours"] || !kinds["clie"] {
-		t.Fatalf("too little mixing to judge: %d leaderships, kinds %v", len(ivs), kinds)
+	kinds := map[bool]int{} // ours?
+	for _, term := range r.Terms {
+		kinds[term.PID <= 2]++
 	}
-	t.Logf("%d leaderships, both implementations, 0 overlaps", len(ivs))
+	if len(r.Terms) < 10 || kinds[true] == 0 || kinds[false] == 0 {
+		t.Fatalf("too little mixing to judge: %d leaderships, %d ours", len(r.Terms), kinds[true])
+	}
+	t.Logf("%d leaderships (%d ours, %d client-go), tokens %d..%d, %d violations", len(r.Terms), kinds[true], kinds[false],
+		r.Terms[0].Token, r.Terms[len(r.Terms)-1].Token, len(r.Violations))
 }
