@@ -15,71 +15,111 @@ import (
 )
 
 // Whole-control-plane faults: the kube-apiserver envtest-server started is
-// frozen (SIGSTOP/SIGCONT), or stopped and started again with the same
-// command line, certificates and port, while etcd keeps its data.
+// frozen (SIGSTOP/SIGCONT), or the control plane (kube-apiserver and etcd)
+// is stopped and started again with the same command lines, certificates,
+// ports and etcd data.
 
-// APIServerPID is the pid of the kube-apiserver currently serving: the
-// child of envtest-server, or the one RestartAPIServer started.
-func (s *Server) APIServerPID() (int, error) {
-	if s.apiserver != nil {
-		return s.apiserver.Process.Pid, nil
+// The control-plane processes, in the order they start.
+const (
+	Etcd          = "etcd"
+	KubeAPIServer = "kube-apiserver"
+)
+
+// component is a control-plane process this package restarted (or will).
+type component struct {
+	argv, env []string
+	cmd       *exec.Cmd // nil while stopped, or while envtest-server's runs
+	done      chan struct{}
+}
+
+// PID is the pid of the named control-plane process currently running: the
+// child of envtest-server, or the one StartControlPlane started.
+func (s *Server) PID(name string) (int, error) {
+	if c := s.restarted[name]; c != nil && c.cmd != nil {
+		return c.cmd.Process.Pid, nil
 	}
-	return childNamed(s.Cmd.Process.Pid, "kube-apiserver")
+	return childNamed(s.Cmd.Process.Pid, name)
 }
 
 // FreezeAPIServer stops the kube-apiserver with SIGSTOP: connections stay
 // open and requests are accepted by the kernel, but nothing is answered.
-func (s *Server) FreezeAPIServer() error { return s.signalAPIServer(syscall.SIGSTOP) }
+func (s *Server) FreezeAPIServer() error { return s.signal(KubeAPIServer, syscall.SIGSTOP) }
 
 // ThawAPIServer resumes a frozen kube-apiserver.
-func (s *Server) ThawAPIServer() error { return s.signalAPIServer(syscall.SIGCONT) }
+func (s *Server) ThawAPIServer() error { return s.signal(KubeAPIServer, syscall.SIGCONT) }
 
-func (s *Server) signalAPIServer(sig syscall.Signal) error {
-	pid, err := s.APIServerPID()
+func (s *Server) signal(name string, sig syscall.Signal) error {
+	pid, err := s.PID(name)
 	if err != nil {
 		return err
 	}
 	return syscall.Kill(pid, sig)
 }
 
-// StopAPIServer terminates the kube-apiserver (SIGTERM, then SIGKILL after
-// 20 s) and remembers how to start it again.
-func (s *Server) StopAPIServer() error {
-	pid, err := s.APIServerPID()
+// StopControlPlane terminates kube-apiserver, then etcd (SIGTERM; SIGKILL
+// after 20 s each), remembering how to start them again.
+func (s *Server) StopControlPlane() error {
+	for _, name := range []string{KubeAPIServer, Etcd} {
+		if err := s.stop(name); err != nil {
+			return fmt.Errorf("stop %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// StartControlPlane starts etcd, then kube-apiserver, as they ran before
+// StopControlPlane, and waits (up to 60 s) until the API server answers
+// /readyz.
+func (s *Server) StartControlPlane() error {
+	for _, name := range []string{Etcd, KubeAPIServer} {
+		if err := s.start(name); err != nil {
+			return err
+		}
+	}
+	return s.waitReady(60 * time.Second)
+}
+
+func (s *Server) stop(name string) error {
+	pid, err := s.PID(name)
 	if err != nil {
 		return err
 	}
-	if s.apiserverArgv == nil {
-		if s.apiserverArgv, err = procStrings(pid, "cmdline"); err != nil {
+	if s.restarted == nil {
+		s.restarted = map[string]*component{}
+	}
+	c := s.restarted[name]
+	if c == nil {
+		c = &component{}
+		if c.argv, err = procStrings(pid, "cmdline"); err != nil {
 			return err
 		}
-		if s.apiserverEnv, err = procStrings(pid, "environ"); err != nil {
+		if c.env, err = procStrings(pid, "environ"); err != nil {
 			return err
 		}
+		s.restarted[name] = c
 	}
 	_ = syscall.Kill(pid, syscall.SIGCONT) // a frozen one cannot exit
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return err
 	}
-	if s.apiserver != nil {
-		err := waitDone(s.apiserverDone, pid, 20*time.Second)
-		s.apiserver = nil
-		return err
+	if c.cmd == nil { // envtest-server's child: it reaps it
+		return waitGone(pid, 20*time.Second)
 	}
-	return waitGone(pid, 20*time.Second)
+	err = waitDone(c.done, pid, 20*time.Second)
+	c.cmd = nil
+	return err
 }
 
-// StartAPIServer starts a kube-apiserver stopped by StopAPIServer again and
-// waits (up to 60 s) until it answers /readyz.
-func (s *Server) StartAPIServer() error {
-	if s.apiserverArgv == nil {
-		return fmt.Errorf("StartAPIServer: no kube-apiserver was stopped")
+func (s *Server) start(name string) error {
+	c := s.restarted[name]
+	if c == nil || c.cmd != nil {
+		return fmt.Errorf("start %s: it was not stopped", name)
 	}
-	cmd := exec.Command(s.apiserverArgv[0], s.apiserverArgv[1:]...)
-	cmd.Env = s.apiserverEnv
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	cmd.Env = c.env
 	// Killed if the test binary dies, so never orphaned. Pdeathsig follows
 	// the forking *thread*, so that thread is locked and kept until the
-	// kube-apiserver exits.
+	// process exits.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	started := make(chan error, 1)
 	done := make(chan struct{})
@@ -94,10 +134,10 @@ func (s *Server) StartAPIServer() error {
 		close(done)
 	}()
 	if err := <-started; err != nil {
-		return fmt.Errorf("restart kube-apiserver: %w", err)
+		return fmt.Errorf("restart %s: %w", name, err)
 	}
-	s.apiserver, s.apiserverDone = cmd, done
-	return s.waitReady(60 * time.Second)
+	c.cmd, c.done = cmd, done
+	return nil
 }
 
 func (s *Server) waitReady(timeout time.Duration) error {
@@ -120,20 +160,23 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	}
 }
 
-// stopRestarted ends a kube-apiserver this package started, before
-// envtest-server removes its certificates.
+// stopRestarted ends the processes this package started (API server
+// first), before envtest-server removes their certificates and data.
 func (s *Server) stopRestarted() {
-	if s.apiserver == nil {
-		return
+	for _, name := range []string{KubeAPIServer, Etcd} {
+		c := s.restarted[name]
+		if c == nil || c.cmd == nil {
+			continue
+		}
+		pid := c.cmd.Process.Pid
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if waitDone(c.done, pid, 20*time.Second) != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			_ = waitDone(c.done, pid, 5*time.Second)
+		}
+		c.cmd = nil
 	}
-	pid := s.apiserver.Process.Pid
-	_ = syscall.Kill(pid, syscall.SIGCONT)
-	_ = syscall.Kill(pid, syscall.SIGTERM)
-	if waitDone(s.apiserverDone, pid, 20*time.Second) != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		_ = waitDone(s.apiserverDone, pid, 5*time.Second)
-	}
-	s.apiserver = nil
 }
 
 func waitDone(done <-chan struct{}, pid int, timeout time.Duration) error {
@@ -165,19 +208,28 @@ func childNamed(ppid int, name string) (int, error) {
 		if err != nil {
 			continue
 		}
-		// "<pid> (<comm>) <state> <ppid> ...": comm may hold spaces.
+		// "<pid> (<comm>) <state> <ppid> ...": comm may hold spaces (and
+		// is cut to 15 bytes).
 		s := string(b)
 		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
 		if open < 0 || close < open {
 			continue
 		}
 		fields := strings.Fields(s[close+1:])
-		if s[open+1:close] != name || len(fields) < 2 || fields[1] != strconv.Itoa(ppid) {
+		if s[open+1:close] != truncComm(name) || len(fields) < 2 || fields[1] != strconv.Itoa(ppid) {
 			continue
 		}
 		return strconv.Atoi(strings.TrimSpace(s[:open]))
 	}
 	return 0, fmt.Errorf("no %s process is a child of pid %d", name, ppid)
+}
+
+// truncComm is name as /proc/<pid>/stat shows it (TASK_COMM_LEN - 1 bytes).
+func truncComm(name string) string {
+	if len(name) > 15 {
+		return name[:15]
+	}
+	return name
 }
 
 func procStrings(pid int, file string) ([]string, error) {

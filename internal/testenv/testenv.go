@@ -27,11 +27,8 @@ type Server struct {
 	Config     *rest.Config
 	exited     chan error
 
-	// A kube-apiserver restarted by StartAPIServer, and how to start it.
-	apiserver     *exec.Cmd
-	apiserverDone chan struct{}
-	apiserverArgv []string
-	apiserverEnv  []string
+	// Control-plane processes stopped (and started again) by this package.
+	restarted map[string]*component
 }
 
 // RepoRoot is the module root: found from this file's location, or (in a

@@ -59,8 +59,9 @@ func TestFrozenAPIServer(t *testing.T) {
 	s.verify()
 }
 
-// The API server is stopped and started again (etcd keeps the Lease).
-func TestRestartedAPIServer(t *testing.T) {
+// The control plane (kube-apiserver, then etcd) is stopped and started
+// again; etcd keeps its data, so the Lease survives.
+func TestRestartedControlPlane(t *testing.T) {
 	s := newScenario(t, steady)
 	for i := 0; i < 3; i++ {
 		s.start(fmt.Sprintf("restart-%d", i), candOpts{})
@@ -70,24 +71,24 @@ func TestRestartedAPIServer(t *testing.T) {
 	// The cut is the SIGTERM: the API server stops answering at once but
 	// takes seconds to exit.
 	stoppedAt := history.Now()
-	if err := server.StopAPIServer(); err != nil {
+	if err := server.StopControlPlane(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("kube-apiserver exited %v after SIGTERM", time.Duration(history.Now()-stoppedAt).Round(time.Millisecond))
+	t.Logf("kube-apiserver and etcd exited %v after SIGTERM", time.Duration(history.Now()-stoppedAt).Round(time.Millisecond))
 	started := false
 	defer func() {
 		if !started {
-			_ = server.StartAPIServer()
+			_ = server.StartControlPlane()
 		}
 	}()
 	s.requireStepDown(s.awaitTermEnd(s.timing.renew+3*time.Second, leader.pid(), term.Token), stoppedAt)
 	time.Sleep(time.Duration(stoppedAt + int64(s.timing.renew+1500*time.Millisecond) - history.Now()))
 	started = true
-	if err := server.StartAPIServer(); err != nil {
+	if err := server.StartControlPlane(); err != nil {
 		t.Fatal(err)
 	}
 	next, nextTerm := s.awaitLeader(30*time.Second, stoppedAt)
-	t.Logf("API server down %v; %s (pid %d) leads with token %d after the restart",
+	t.Logf("control plane down %v; %s (pid %d) leads with token %d after the restart",
 		time.Duration(history.Now()-stoppedAt).Round(time.Millisecond), next.id, next.pid(), nextTerm.Token)
 
 	// The standbys' watches resynced: a graceful hand-off reaches them at
