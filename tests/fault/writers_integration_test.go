@@ -129,6 +129,9 @@ func TestChurnWithKills(t *testing.T) {
 		if lastSignal != "" {
 			took[lastSignal] = append(took[lastSignal], time.Duration(term.Start-since))
 		}
+		if n := len(took["SIGKILL"]) + len(took["SIGTERM"]); n > 0 && n%100 == 0 {
+			t.Logf("%d leaders killed in %v", n, time.Since(begin).Round(time.Second))
+		}
 		time.Sleep(time.Duration(100+rng.Intn(400)) * time.Millisecond)
 		since = history.Now()
 		if rng.Intn(2) == 0 {
