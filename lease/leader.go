@@ -15,12 +15,15 @@ import (
 // successful renewal, another writer is observed on the Lease, or the
 // election is cancelled (nil).
 //
-// Renewals are pipelined: one is sent every retry period even while earlier
-// ones are still in flight (up to maxRenewalsInFlight), and each success
-// extends leadership to its own send time + renewDeadline. With one renewal
-// at a time, a request latency L loses leadership once 2L + retryPeriod >
-// renewDeadline; pipelined, leadership holds while L + retryPeriod <
-// renewDeadline. This needs renewals that do not depend on each other's
+// One renewal at a time is the rule, as in client-go; each success extends
+// leadership to its own send time + renewDeadline. With one at a time, a
+// request latency L loses leadership once 2L + retryPeriod > renewDeadline,
+// so when the latency (the last answer's, or the age of the renewal still
+// unanswered) comes near that, renewals are pipelined: one goes out every
+// retry period while earlier ones are in flight (up to
+// maxRenewalsInFlight), which holds leadership while L + retryPeriod <
+// renewDeadline. Only then, so that an API server slow from overload is not
+// sent more. This needs renewals that do not depend on each other's
 // answers: see renewPatch.
 func (e *Election) lead(notify <-chan struct{}) error {
 	renew := e.clock.NewTimer(e.timing.RetryPeriod)
@@ -28,7 +31,7 @@ func (e *Election) lead(notify <-chan struct{}) error {
 	ctx, cancel := context.WithCancel(e.ctx) // renewals in flight end with the leadership
 	defer cancel()
 	results := make(chan renewal, maxRenewalsInFlight) // senders never block
-	inFlight := 0
+	p := pipeline{}
 	for {
 		e.mu.Lock()
 		left := e.validUntil.Sub(e.clock.Now())
@@ -36,7 +39,7 @@ func (e *Election) lead(notify <-chan struct{}) error {
 		e.mu.Unlock()
 		if left <= 0 {
 			if lastErr == nil {
-				lastErr = fmt.Errorf("no answer to %d renewal(s) in flight", inFlight)
+				lastErr = fmt.Errorf("no answer to %d renewal(s) in flight", len(p.sent))
 			}
 			return fmt.Errorf("%w (%v): last error: %v", ErrRenewDeadline, e.timing.RenewDeadline, lastErr)
 		}
@@ -50,15 +53,16 @@ func (e *Election) lead(notify <-chan struct{}) error {
 		case <-notify:
 			reason = e.foreignWrite(e.obs.snapshot())
 		case r := <-results:
-			inFlight--
+			p.done(r, e.clock.Now())
 			if r.err != nil {
 				renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 			}
 			reason = e.renewed(r)
 		case <-renew.C():
-			if inFlight < maxRenewalsInFlight {
-				inFlight++
-				go e.sendRenewal(ctx, results)
+			now := e.clock.Now()
+			if p.shouldSend(now, e.timing) {
+				p.sent = append(p.sent, now)
+				go e.sendRenewal(ctx, now, results)
 			}
 			renew.Reset(e.timing.RetryPeriod)
 		}
@@ -72,6 +76,39 @@ func (e *Election) lead(notify <-chan struct{}) error {
 // maxRenewalsInFlight bounds pipelined renewals (see lead).
 const maxRenewalsInFlight = 4
 
+// pipeline tracks the renewals in flight and the latency seen, and decides
+// when to send one more.
+type pipeline struct {
+	sent    []time.Time // send times of the renewals in flight, oldest first
+	latency time.Duration
+}
+
+// shouldSend: always when nothing is in flight; beside renewals in flight
+// only when the latency is high enough that one at a time would not keep
+// up (2L + retryPeriod above 3/4 of the renew deadline).
+func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
+	if len(p.sent) == 0 {
+		return true
+	}
+	if len(p.sent) >= maxRenewalsInFlight {
+		return false
+	}
+	l := max(p.latency, now.Sub(p.sent[0]))
+	return 4*(2*l+t.RetryPeriod) > 3*t.RenewDeadline
+}
+
+func (p *pipeline) done(r renewal, now time.Time) {
+	for i, s := range p.sent {
+		if s.Equal(r.sent) {
+			p.sent = append(p.sent[:i], p.sent[i+1:]...)
+			break
+		}
+	}
+	if r.err == nil {
+		p.latency = now.Sub(r.sent)
+	}
+}
+
 type renewal struct {
 	sent time.Time
 	got  *coordinationv1.Lease
@@ -79,11 +116,10 @@ type renewal struct {
 }
 
 // sendRenewal writes a fresh renewTime and reports the outcome on out.
-func (e *Election) sendRenewal(ctx context.Context, out chan<- renewal) {
+func (e *Election) sendRenewal(ctx context.Context, sent time.Time, out chan<- renewal) {
 	e.mu.Lock()
 	token := e.token
 	e.mu.Unlock()
-	sent := e.clock.Now()
 	patch, err := renewPatch(e.identity, e.incarnation, token, e.timing, sent)
 	if err != nil {
 		out <- renewal{sent: sent, err: err}

@@ -35,8 +35,9 @@ func (g *gatedPatches) Patch(ctx context.Context, name string, pt types.PatchTyp
 	return g.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
 }
 
-// A leader keeps sending renewals while earlier ones are unanswered, up to
-// maxRenewalsInFlight, and keeps leading once they are answered in time.
+// A leader whose renewals go unanswered for long starts sending more beside
+// them, up to maxRenewalsInFlight, and keeps leading once they are answered
+// in time.
 func TestRenewalsArePipelined(t *testing.T) {
 	leases := &gatedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), gate: make(chan struct{})}
 	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
@@ -70,5 +71,38 @@ func TestRenewalsArePipelined(t *testing.T) {
 	}
 	if ok, _, _ := e.IsLeader(); !ok || e.Ended() {
 		t.Fatalf("leadership lost while renewals were answered in time: %v", e.endReason())
+	}
+}
+
+func TestPipelineSendsBesideInFlightOnlyWhenSlow(t *testing.T) {
+	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	now := testNow
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	cases := []struct {
+		name    string
+		p       pipeline
+		want    bool
+		because string
+	}{
+		{"nothing in flight", pipeline{}, true, "the regular renewal"},
+		{"fast answers, one in flight", pipeline{sent: []time.Time{ago(500 * time.Millisecond)}, latency: 5 * time.Millisecond}, false, "one at a time keeps up"},
+		{"last answer slow", pipeline{sent: []time.Time{ago(500 * time.Millisecond)}, latency: 1500 * time.Millisecond}, true, "2L + P > 3/4 R"},
+		{"in flight for long", pipeline{sent: []time.Time{ago(time.Second)}, latency: 5 * time.Millisecond}, true, "its age is a latency already seen"},
+		{"just under the threshold", pipeline{sent: []time.Time{ago(800 * time.Millisecond)}}, false, "4(2*0.8+0.5) = 8.4 < 9"},
+		{"pipeline full", pipeline{sent: []time.Time{ago(2 * time.Second), ago(1500 * time.Millisecond), ago(time.Second), ago(500 * time.Millisecond)}}, false, "bounded"},
+	}
+	for _, tc := range cases {
+		if got := tc.p.shouldSend(now, tm); got != tc.want {
+			t.Errorf("%s: shouldSend = %v, want %v (%s)", tc.name, got, tc.want, tc.because)
+		}
+	}
+	p := pipeline{sent: []time.Time{ago(2 * time.Second), ago(time.Second)}}
+	p.done(renewal{sent: ago(2 * time.Second)}, now)
+	if len(p.sent) != 1 || !p.sent[0].Equal(ago(time.Second)) || p.latency != 2*time.Second {
+		t.Errorf("done: %+v", p)
+	}
+	p.done(renewal{sent: ago(time.Second), err: context.DeadlineExceeded}, now)
+	if len(p.sent) != 0 || p.latency != 2*time.Second {
+		t.Errorf("a failed renewal leaves the latency: %+v", p)
 	}
 }
