@@ -32,8 +32,9 @@
  *
  * Guarantee: a process is leader (K8sLeaseIsLeader returns 1) only before
  * (send time of its last successful renewal) + renewDeadline on its
- * monotonic clock (renewals are pipelined, one per retry period, so request
- * latency up to renewDeadline - retryPeriod costs no leadership). Another candidate takes over only a full leaseDuration
+ * monotonic clock (when requests get slow, renewals are pipelined, one per
+ * retry period, so latency up to renewDeadline - retryPeriod costs no
+ * leadership). Another candidate takes over only a full leaseDuration
  * after it saw that renewal, and leaseDuration > renewDeadline. This holds
  * while process pauses stay below leaseDuration - renewDeadline and clock
  * rates differ by less than leaseDuration/renewDeadline.
