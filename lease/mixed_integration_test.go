@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -88,15 +89,18 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 					RenewDeadline: fastTiming.RenewDeadline, RetryPeriod: fastTiming.RetryPeriod,
 					Callbacks: leaderelection.LeaderCallbacks{
 						OnStartedLeading: func(ctx context.Context) {
-							// client-go does not hand out the token: read it.
-							rec, _, err := lock.Get(ctx)
-							if err != nil || rec.HolderIdentity != id {
+							// client-go does not hand out the token: read it
+							// (not through the lock, which its elector uses
+							// concurrently and is not safe for that).
+							l, err := client.CoordinationV1().Leases(itNamespace).Get(ctx, name, metav1.GetOptions{})
+							if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != id || l.Spec.LeaseTransitions == nil {
 								cancel()
 								return
 							}
-							log.add(pid, history.Elected, int64(rec.LeaderTransitions))
+							token := int64(*l.Spec.LeaseTransitions)
+							log.add(pid, history.Elected, token)
 							time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
-							log.add(pid, history.Released, int64(rec.LeaderTransitions))
+							log.add(pid, history.Released, token)
 							cancel() // step down: client-go releases after this
 						},
 						OnStoppedLeading: func() {},
