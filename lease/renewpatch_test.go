@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
 )
 
 // The renewal patch renews only a Lease exactly as we hold it.
@@ -24,12 +25,12 @@ func TestRenewPatchIsCompareAndSwap(t *testing.T) {
 		renew bool
 	}{
 		{"held as written", func(*coordinationv1.Lease) {}, true},
-		{"holder changed", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptrTo("other") }, false},
+		{"holder changed", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("other") }, false},
 		{"holder cleared (released)", func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil }, false},
 		{"same identity, other incarnation", func(l *coordinationv1.Lease) { l.Annotations[IncarnationAnnotation] = "inc-2" }, false},
 		{"no incarnation (a client-go writer)", func(l *coordinationv1.Lease) { l.Annotations = nil }, false},
-		{"token changed", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptrTo(int32(4)) }, false},
-		{"duration edited", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptrTo(int32(1)) }, false},
+		{"token changed", func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To(int32(4)) }, false},
+		{"duration edited", func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To(int32(1)) }, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -58,5 +59,3 @@ func TestRenewPatchIsCompareAndSwap(t *testing.T) {
 		})
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -124,19 +124,6 @@ func Check(events []Event) Report {
 	return r
 }
 
-// SteppedDownBy lists the terms that began before from and were still
-// acting (IsLeader = 1 or not yet ended) after by: used by the scenarios
-// that cut a leader off at a known time.
-func (r Report) SteppedDownBy(from, by int64) []Term {
-	var late []Term
-	for _, t := range r.Terms {
-		if t.Start < from && t.Until() > by {
-			late = append(late, t)
-		}
-	}
-	return late
-}
-
 // LeaderChanges counts the terms whose process differs from the previous
 // term's.
 func (r Report) LeaderChanges() int {

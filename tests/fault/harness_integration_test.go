@@ -268,9 +268,6 @@ func (s *scenario) dumpLog() {
 	}
 }
 
-// mono converts a duration from now into the history's clock.
-func mono(d time.Duration) int64 { return history.Now() + int64(d) }
-
 // syncBuffer is stderr of a candidate, written by exec's copier while the
 // test may read it.
 type syncBuffer struct {

@@ -15,6 +15,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/k8s-lease/k8s-lease/internal/history"
 )
@@ -40,12 +41,12 @@ func TestForeignWritesOnHeldLease(t *testing.T) {
 		{"lease deleted", func() error { return leases.Delete(ctx, s.lease, metav1.DeleteOptions{}) }, "lease deleted by another writer"},
 		{"holder edited", func() error {
 			return editLease(ctx, leases.Get, leases.Update, s.lease, func(l *coordinationv1.Lease) {
-				l.Spec.HolderIdentity = ptr("intruder")
+				l.Spec.HolderIdentity = ptr.To("intruder")
 			})
 		}, "lease taken by another holder"},
 		{"leaseDurationSeconds edited down", func() error {
 			return editLease(ctx, leases.Get, leases.Update, s.lease, func(l *coordinationv1.Lease) {
-				l.Spec.LeaseDurationSeconds = ptr(int32(1))
+				l.Spec.LeaseDurationSeconds = ptr.To(int32(1))
 			})
 		}, "lease record edited by another writer"},
 	}
@@ -86,8 +87,6 @@ func editLease(ctx context.Context,
 	}
 	return fmt.Errorf("lease %s kept changing under the edit", name)
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Three live processes share one identity: never two leaders.
 func TestDuplicateIdentityInLiveProcesses(t *testing.T) {
