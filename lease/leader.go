@@ -191,7 +191,7 @@ func (e *Election) whyNotOurs(r record, token int64) error {
 	case !r.exists:
 		return ErrLeaseDeleted
 	case !r.heldBy(e.identity, e.incarnation):
-		return fmt.Errorf("%w: holder is now %q", ErrLeaseTaken, r.holder)
+		return fmt.Errorf("%w: holder is now %s", ErrLeaseTaken, clip(r.holder))
 	case r.token != token || r.durationSeconds != e.timing.leaseDurationSeconds():
 		return fmt.Errorf("%w: leaseTransitions %d, leaseDurationSeconds %d", ErrLeaseEdited, r.token, r.durationSeconds)
 	}

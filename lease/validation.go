@@ -3,6 +3,7 @@ package lease
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 	"unicode"
 
@@ -25,14 +26,22 @@ type Timing struct {
 	RetryPeriod   time.Duration
 }
 
-// clip quotes a bad argument for an error message, cut to its first 64
-// bytes: a megabyte of garbage must not come back in full.
+// clipBudget bounds the quoted argument in an error message. Quoting can
+// quadruple a byte (\x00), so the budget is on the quoted text, not the input.
+const clipBudget = 64
+
+// clip quotes a bad argument for an error message, cut so that its quoted
+// form stays within clipBudget bytes: a megabyte of garbage, or 64 bytes of
+// control characters, must not come back in full.
 func clip(s string) string {
-	const keep = 64
-	if len(s) <= keep {
-		return fmt.Sprintf("%q", s)
+	if q := strconv.Quote(s); len(q) <= clipBudget+2 {
+		return q
 	}
-	return fmt.Sprintf("%q... (%d bytes)", s[:keep], len(s))
+	keep := min(len(s), clipBudget)
+	for keep > 0 && len(strconv.Quote(s[:keep])) > clipBudget+2 {
+		keep--
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:keep]), len(s))
 }
 
 func invalid(format string, args ...any) error {

@@ -105,3 +105,26 @@ func checkValidation(t *testing.T, what string, err error, want string) {
 		t.Errorf("%s: error %q, want ErrInvalidArgument containing %q", what, err, want)
 	}
 }
+
+func TestClipBoundsQuotedLength(t *testing.T) {
+	cases := []struct {
+		name, in, want string
+	}{
+		{"short text comes back whole", "pod-0", `"pod-0"`},
+		{"exactly the budget", strings.Repeat("a", 64), `"` + strings.Repeat("a", 64) + `"`},
+		{"long text is cut", strings.Repeat("a", 1000), `"` + strings.Repeat("a", 64) + `"... (1000 bytes)`},
+		{"control bytes count quoted", strings.Repeat("\x00", 64), `"` + strings.Repeat(`\x00`, 16) + `"... (64 bytes)`},
+		{"a cut rune is escaped, not split", "é" + strings.Repeat("\x01", 40), `"é` + strings.Repeat(`\x01`, 15) + `"... (42 bytes)`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := clip(c.in)
+			if got != c.want {
+				t.Fatalf("clip = %s, want %s", got, c.want)
+			}
+			if q := strings.TrimSuffix(got, got[strings.LastIndex(got, `"`)+1:]); len(q) > clipBudget+2 {
+				t.Fatalf("quoted part %d bytes > %d", len(q), clipBudget+2)
+			}
+		})
+	}
+}
