@@ -157,7 +157,10 @@ int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long lo
  * duration). *leaseTransitions is the fencing token. When this process
  * follows the lease (an election or watch on it) the answer is local, with
  * expiry judged on the monotonic clock; otherwise it costs one GET and
- * expiry compares the holder's renewTime with the local wall clock.
+ * expiry compares the holder's renewTime with the local wall clock. While an
+ * election of this process leads the lease, the library does not watch it:
+ * the local answer comes from the leader's own renewals, and a foreign write
+ * shows once the next renewal finds it (within a retry period).
  * Returns 0 (the Lease exists), 1 (the Lease does not exist), -1 (error).
  */
 int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* leaseTransitions, char** errMsg);
@@ -169,6 +172,8 @@ int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long lon
  * holder NULL, token 0; a holder that stopped renewing as holder NULL within
  * 1 s of its expiry. The watch reconnects with backoff after errors or an
  * API server restart and resyncs, so the final state is never missed.
+ * While an election of this process leads the lease, changes come from its
+ * renewals (see K8sLeaseGetHolder); the watch resumes when it stops leading.
  * One watch per lease per process. callbackCtx is passed through untouched
  * and must stay valid until K8sLeaseCancelWatch returns.
  * Returns 0, or -1 (not initialized, bad argument, watch exists).

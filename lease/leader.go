@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -26,10 +27,20 @@ import (
 // sent more. This needs renewals that do not depend on each other's
 // answers: see renewPatch.
 func (e *Election) lead(notify <-chan struct{}) error {
-	renew := e.clock.NewTimer(e.timing.RetryPeriod)
+	renew := e.clock.NewTimer(firstRenewal(e.timing.RetryPeriod))
 	defer renew.Stop()
-	ctx, cancel := context.WithCancel(e.ctx) // renewals in flight end with the leadership
-	defer cancel()
+	// Renewals in flight are left to end by their own deadline when the
+	// leadership ends: cancelling one whose answer is on its way only makes
+	// client-go log an error (the write may land all the same), and one that
+	// lands after the release fails its holder test.
+	ctx := context.WithoutCancel(e.ctx)
+	e.mu.Lock()
+	token := e.token
+	e.mu.Unlock()
+	patch, err := newRenewPatch(e.identity, e.incarnation, token, e.timing)
+	if err != nil {
+		return err
+	}
 	results := make(chan renewal, maxRenewalsInFlight) // senders never block
 	p := pipeline{}
 	for {
@@ -62,7 +73,7 @@ func (e *Election) lead(notify <-chan struct{}) error {
 			now := e.clock.Now()
 			if p.shouldSend(now, e.timing) {
 				p.sent = append(p.sent, now)
-				go e.sendRenewal(ctx, now, results)
+				go e.sendRenewal(ctx, patch, now, results)
 			}
 			renew.Reset(e.timing.RetryPeriod)
 		}
@@ -71,6 +82,15 @@ func (e *Election) lead(notify <-chan struct{}) error {
 			return reason
 		}
 	}
+}
+
+// firstRenewal is when a new leader first renews: at a random point of the
+// second half of the retry period. Elections won together (a process that
+// runs many, or all of them after an API server outage) would otherwise
+// renew in lock-step, a burst of one request per election every period;
+// renewing early never shortens leadership.
+func firstRenewal(retryPeriod time.Duration) time.Duration {
+	return retryPeriod/2 + rand.N(retryPeriod/2+1)
 }
 
 // maxRenewalsInFlight bounds pipelined renewals (see lead).
@@ -116,21 +136,13 @@ type renewal struct {
 }
 
 // sendRenewal writes a fresh renewTime and reports the outcome on out.
-func (e *Election) sendRenewal(ctx context.Context, sent time.Time, out chan<- renewal) {
-	e.mu.Lock()
-	token := e.token
-	e.mu.Unlock()
-	patch, err := renewPatch(e.identity, e.incarnation, token, e.timing, sent)
-	if err != nil {
-		out <- renewal{sent: sent, err: err}
-		return
-	}
+func (e *Election) sendRenewal(ctx context.Context, patch renewPatch, sent time.Time, out chan<- renewal) {
 	// Useful until sent + renewDeadline (what it would extend leadership
 	// to), not only until the leadership known now ends: renewals still in
 	// flight may extend that first.
 	ctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.timing.RenewDeadline, requestTimeout)))
 	defer cancel()
-	got, err := e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	got, err := e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
 	out <- renewal{sent: sent, got: got, err: err}
 }
 

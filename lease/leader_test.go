@@ -106,3 +106,21 @@ func TestPipelineSendsBesideInFlightOnlyWhenSlow(t *testing.T) {
 		t.Errorf("a failed renewal leaves the latency: %+v", p)
 	}
 }
+
+// New leaders renew first at a random point of the second half of the retry
+// period, so elections won together do not renew in lock-step.
+func TestFirstRenewalIsSpreadOverSecondHalf(t *testing.T) {
+	for _, rp := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
+		seen := map[time.Duration]bool{}
+		for i := 0; i < 1000; i++ {
+			d := firstRenewal(rp)
+			if d < rp/2 || d > rp {
+				t.Fatalf("retry period %v: first renewal after %v, want within [%v, %v]", rp, d, rp/2, rp)
+			}
+			seen[d] = true
+		}
+		if len(seen) < 100 {
+			t.Errorf("retry period %v: only %d distinct first renewals in 1000", rp, len(seen))
+		}
+	}
+}

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -49,12 +48,6 @@ func (s snapshot) holderView(now time.Time) (holder string, token int64, exists 
 	return s.rec.holder, s.rec.token, true
 }
 
-// leaderResync is the watch's life while this process leads the lease. A
-// leader's renewals already detect a foreign write within a retry period
-// (the compare-and-swap fails), so a long-lived watch costs no safety and
-// keeps the leader's request rate at client-go's (one PUT per retry period).
-const leaderResync = 10 * time.Minute
-
 // observer keeps a watch on one Lease and the latest snapshot of it. It is
 // shared by every election, watch and GetHolder on that lease in the process.
 type observer struct {
@@ -63,34 +56,86 @@ type observer struct {
 	clock  clock.Clock
 	resync time.Duration
 	stats  *leaseStats
-	// leading is set while an election of this process holds the lease:
-	// its renewals (compare-and-swap every retry period) then check the
-	// Lease, so the watch need not be renewed often.
-	leading atomic.Bool
 
-	mu     sync.Mutex
-	snap   snapshot
-	subs   map[chan struct{}]struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	mu   sync.Mutex
+	snap snapshot
+	subs map[chan struct{}]struct{}
+	// The follow loop (list, then watch) runs unless stopped or paused
+	// while this process leads the lease (see setLeading). cancelLoop is
+	// nil while it is not running; loopDone is closed when the last loop
+	// started has returned.
+	stopped    bool
+	cancelLoop context.CancelFunc
+	loopDone   chan struct{}
 }
 
 func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
 	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
-		subs: map[chan struct{}]struct{}{}, done: make(chan struct{})}
+		subs: map[chan struct{}]struct{}{}}
 	o.snap.highestToken = highestToken
 	return o
 }
 
 func (o *observer) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	o.cancel = cancel
-	go o.run(ctx)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resumeLocked()
 }
 
+// stop ends the follow loop for good and waits for it.
 func (o *observer) stop() {
-	o.cancel()
-	<-o.done
+	o.mu.Lock()
+	o.stopped = true
+	o.pauseLocked()
+	done := o.loopDone
+	o.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// setLeading pauses the follow loop while an election of this process holds
+// the lease and resumes it (a list, then a watch) when the leadership ends.
+// Each renewal, a compare-and-swap every retry period, checks the Lease and
+// its answer keeps the snapshot current, so a watch would only cost a
+// stream, three goroutines and the decoding of our own renewals: at 1000
+// elections, most of the memory. The price is that a foreign write reaches
+// the leader at its next renewal rather than by the watch, as with
+// client-go.
+func (o *observer) setLeading(leading bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if leading {
+		o.pauseLocked()
+	} else {
+		o.resumeLocked()
+	}
+}
+
+func (o *observer) pauseLocked() {
+	if o.cancelLoop != nil {
+		o.cancelLoop()
+		o.cancelLoop = nil
+	}
+}
+
+// resumeLocked starts a follow loop unless one runs or the observer is
+// stopped. The new loop first waits for the previous one to return, so
+// that loops never overlap and stop needs to wait for the last one only.
+func (o *observer) resumeLocked() {
+	if o.stopped || o.cancelLoop != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	prev, done := o.loopDone, make(chan struct{})
+	o.cancelLoop, o.loopDone = cancel, done
+	go func() {
+		defer close(done)
+		if prev != nil {
+			<-prev
+		}
+		o.run(ctx)
+	}()
 }
 
 func (o *observer) snapshot() snapshot {
@@ -167,8 +212,9 @@ func (o *observer) failed(err error) {
 	o.notifyLocked()
 }
 
+// run lists and watches the Lease until ctx is done; it always starts with a
+// list, which also catches what happened while it was paused.
 func (o *observer) run(ctx context.Context) {
-	defer close(o.done)
 	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
 	rv := ""
 	for ctx.Err() == nil {
@@ -182,6 +228,9 @@ func (o *observer) run(ctx context.Context) {
 		if err == nil {
 			backoff.reset()
 			continue
+		}
+		if ctx.Err() != nil {
+			return // paused or stopped mid-request: not a failure
 		}
 		o.stats.watchRestarts.Add(1)
 		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
@@ -242,12 +291,8 @@ func (o *observer) list(ctx context.Context) (string, error) {
 // o.resync, which bounds how long a silently broken watch goes unnoticed),
 // and returns the resource version to resume from.
 func (o *observer) watch(ctx context.Context, rv string) (string, error) {
-	resync := o.resync
-	if o.leading.Load() {
-		resync = leaderResync
-	}
-	timeout := int64(resync / time.Second)
-	wctx, cancel := context.WithTimeout(ctx, resync+requestTimeout)
+	timeout := int64(o.resync / time.Second)
+	wctx, cancel := context.WithTimeout(ctx, o.resync+requestTimeout)
 	defer cancel()
 	o.stats.observerRequests.Add(1)
 	w, err := o.leases.Watch(wctx, metav1.ListOptions{

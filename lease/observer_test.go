@@ -1,10 +1,17 @@
 package lease
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -64,5 +71,79 @@ func TestHolderView(t *testing.T) {
 	}
 	if h, tok, ok := (snapshot{synced: true}).holderView(testNow); h != "" || tok != 0 || ok {
 		t.Errorf("absent: %q %d %v", h, tok, ok)
+	}
+}
+
+// While this process leads, the observer holds no watch (renewals check the
+// Lease); when the leadership ends it lists and watches again.
+func TestObserverPausesWatchWhileLeading(t *testing.T) {
+	client := fake.NewClientset()
+	watches := make(chan *watch.RaceFreeFakeWatcher, 4)
+	var lists atomic.Int32
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}, nil
+	})
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake()
+		watches <- w
+		return true, w, nil
+	})
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	o.start()
+
+	first := awaitWatch(t, watches)
+	o.setLeading(true)
+	waitFor(t, "the watch to stop while leading", first.IsStopped)
+	listsWhileLeading := lists.Load()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-watches:
+		t.Fatal("a watch was opened while leading")
+	default:
+	}
+
+	o.setLeading(false)
+	second := awaitWatch(t, watches)
+	if lists.Load() != listsWhileLeading+1 {
+		t.Errorf("lists: %d before resuming, %d after; want one list on resuming", listsWhileLeading, lists.Load())
+	}
+	o.setLeading(true)
+	o.setLeading(false) // a quick flip: the next loop starts after the last one returned
+	waitFor(t, "the second watch to stop", second.IsStopped)
+	awaitWatch(t, watches)
+	if s := o.snapshot(); s.err != nil || o.stats.watchRestarts.Load() != 0 {
+		t.Errorf("pausing counted as a failure: err %v, %d watch restarts", s.err, o.stats.watchRestarts.Load())
+	}
+	o.setLeading(true)
+	o.stop()
+	o.setLeading(false) // after stop: nothing starts again
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-watches:
+		t.Fatal("a watch was opened after stop")
+	default:
+	}
+}
+
+func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.RaceFreeFakeWatcher {
+	t.Helper()
+	select {
+	case w := <-watches:
+		return w
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch opened within 5 s")
+		return nil
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 5 s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -38,11 +39,11 @@ func TestRenewPatchIsCompareAndSwap(t *testing.T) {
 			tc.edit(l)
 			leases := fake.NewClientset(l).CoordinationV1().Leases("ns")
 			now := testNow.Add(2 * time.Second)
-			patch, err := renewPatch("me", "inc-1", 3, unitTiming, now)
+			patch, err := newRenewPatch("me", "inc-1", 3, unitTiming)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := leases.Patch(context.Background(), "l", types.JSONPatchType, patch, metav1.PatchOptions{})
+			got, err := leases.Patch(context.Background(), "l", types.JSONPatchType, patch.at(now), metav1.PatchOptions{})
 			if tc.renew {
 				if err != nil || !got.Spec.RenewTime.Time.Equal(now.Truncate(time.Microsecond)) || *got.Spec.HolderIdentity != "me" {
 					t.Fatalf("renewal of a held lease: %v %+v", err, got)
@@ -57,5 +58,39 @@ func TestRenewPatchIsCompareAndSwap(t *testing.T) {
 				t.Fatalf("a failed renewal changed renewTime to %v", cur.Spec.RenewTime)
 			}
 		})
+	}
+}
+
+// The renewal time is appended by hand: it must read back exactly as
+// metav1.MicroTime writes it, whatever the zone and sub-microsecond part.
+func TestRenewPatchTimeEncodesAsMicroTime(t *testing.T) {
+	patch, err := newRenewPatch("me/\"~", "inc-1", 1<<31-1, unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	east := time.FixedZone("east", 5*3600+1800)
+	for _, now := range []time.Time{
+		testNow,
+		time.Date(2026, 11, 29, 23, 59, 59, 999999999, time.UTC),
+		time.Date(2026, 1, 2, 3, 4, 5, 6000, east),
+		time.Date(1999, 12, 31, 23, 0, 0, 1, time.FixedZone("west", -8*3600)),
+	} {
+		var ops []struct {
+			Op    string          `json:"op"`
+			Path  string          `json:"path"`
+			Value json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(patch.at(now), &ops); err != nil {
+			t.Fatalf("%v: patch is not JSON: %v: %s", now, err, patch.at(now))
+		}
+		last := ops[len(ops)-1]
+		want, _ := json.Marshal(metav1.NewMicroTime(now))
+		if len(ops) != 5 || last.Op != "replace" || last.Path != "/spec/renewTime" || string(last.Value) != string(want) {
+			t.Errorf("%v: renewTime op %+v (value %s), want value %s", now, last, last.Value, want)
+		}
+		var back metav1.MicroTime
+		if err := json.Unmarshal(last.Value, &back); err != nil || !back.Time.Equal(now.Truncate(time.Microsecond)) {
+			t.Errorf("%v: reads back as %v (%v)", now, back, err)
+		}
 	}
 }
