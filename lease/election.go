@@ -78,8 +78,8 @@ func (e *Election) start() { go e.run() }
 
 func (e *Election) run() {
 	defer close(e.runDone)
+	defer e.obs.leadingEnded(e) // after onEnd: an observer nobody else uses is stopped, not resumed
 	defer e.onEnd()
-	defer e.obs.setLeading(false)
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
 	defer e.containPanic()
@@ -325,7 +325,7 @@ func (e *Election) acquire(snap snapshot, create bool) error {
 	e.phase, e.token = phaseLeader, token
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
 	close(e.elected)
-	e.obs.setLeading(true)
+	e.obs.pauseWhileLeading(e)
 	e.stats.acquisitions.Add(1)
 	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)
 	return nil

@@ -2,8 +2,13 @@ package lease
 
 import (
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
@@ -69,5 +74,42 @@ func TestManagerCancelForgetsAndAllowsNewElection(t *testing.T) {
 	}
 	if len(m.observers) != 0 {
 		t.Fatalf("observers left after Shutdown: %d", len(m.observers))
+	}
+}
+
+// When an election that led ends, its observer resumes following the lease
+// only if something else (here a holder watch) still uses it; otherwise it
+// is stopped without a wasted list.
+func TestObserverAfterLeadershipEnds(t *testing.T) {
+	for _, withWatch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("holder watch %v", withWatch), func(t *testing.T) {
+			m, client, _ := fakeManager()
+			defer func() { _ = m.Shutdown(5 * time.Second) }()
+			var lists atomic.Int32
+			client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				lists.Add(1)
+				return false, nil, nil // counted, then served by the fake's tracker
+			})
+			if withWatch {
+				if _, err := m.WatchHolder("ns", "l", func(HolderState) {}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e, err := m.RunElection("ns", "l", "a", unitTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.WaitElected(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			before := lists.Load()
+			if err := m.CancelElection("ns", "l"); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if resumed := lists.Load() > before; resumed != withWatch {
+				t.Fatalf("lists %d before the end of leadership, %d after: resumed=%v, want %v", before, lists.Load(), resumed, withWatch)
+			}
+		})
 	}
 }

@@ -61,10 +61,11 @@ type observer struct {
 	snap snapshot
 	subs map[chan struct{}]struct{}
 	// The follow loop (list, then watch) runs unless stopped or paused
-	// while this process leads the lease (see setLeading). cancelLoop is
-	// nil while it is not running; loopDone is closed when the last loop
-	// started has returned.
+	// while an election of this process, pausedBy, leads the lease (see
+	// pauseWhileLeading). cancelLoop is nil while it is not running;
+	// loopDone is closed when the last loop started has returned.
 	stopped    bool
+	pausedBy   any
 	cancelLoop context.CancelFunc
 	loopDone   chan struct{}
 }
@@ -94,22 +95,33 @@ func (o *observer) stop() {
 	}
 }
 
-// setLeading pauses the follow loop while an election of this process holds
-// the lease and resumes it (a list, then a watch) when the leadership ends.
-// Each renewal, a compare-and-swap every retry period, checks the Lease and
-// its answer keeps the snapshot current, so a watch would only cost a
-// stream, three goroutines and the decoding of our own renewals: at 1000
-// elections, most of the memory. The price is that a foreign write reaches
-// the leader at its next renewal rather than by the watch, as with
+// pauseWhileLeading pauses the follow loop while leader, an election of this
+// process, holds the lease; leadingEnded(leader) resumes it (a list, then a
+// watch). Each renewal, a compare-and-swap every retry period, checks the
+// Lease and its answer keeps the snapshot current, so a watch would only
+// cost a stream, three goroutines and the decoding of our own renewals: at
+// 1000 elections, most of the memory. The price is that a foreign write
+// reaches the leader at its next renewal rather than by the watch, as with
 // client-go.
-func (o *observer) setLeading(leading bool) {
+func (o *observer) pauseWhileLeading(leader any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if leading {
-		o.pauseLocked()
-	} else {
-		o.resumeLocked()
+	o.pausedBy = leader
+	o.pauseLocked()
+}
+
+// leadingEnded resumes the follow loop paused for leader. The election calls
+// it after giving up its share of the observer, so an observer nobody else
+// uses is stopped rather than resumed; a later pause by another election is
+// left alone.
+func (o *observer) leadingEnded(leader any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.pausedBy != leader {
+		return
 	}
+	o.pausedBy = nil
+	o.resumeLocked()
 }
 
 func (o *observer) pauseLocked() {

@@ -92,8 +92,9 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	o.start()
 
+	leader, other := new(int), new(int)
 	first := awaitWatch(t, watches)
-	o.setLeading(true)
+	o.pauseWhileLeading(leader)
 	waitFor(t, "the watch to stop while leading", first.IsStopped)
 	listsWhileLeading := lists.Load()
 	time.Sleep(50 * time.Millisecond)
@@ -103,21 +104,28 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	default:
 	}
 
-	o.setLeading(false)
+	o.leadingEnded(other) // not the election that paused it
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-watches:
+		t.Fatal("another election's end resumed the watch")
+	default:
+	}
+	o.leadingEnded(leader)
 	second := awaitWatch(t, watches)
 	if lists.Load() != listsWhileLeading+1 {
 		t.Errorf("lists: %d before resuming, %d after; want one list on resuming", listsWhileLeading, lists.Load())
 	}
-	o.setLeading(true)
-	o.setLeading(false) // a quick flip: the next loop starts after the last one returned
+	o.pauseWhileLeading(leader)
+	o.leadingEnded(leader) // a quick flip: the next loop starts after the last one returned
 	waitFor(t, "the second watch to stop", second.IsStopped)
 	awaitWatch(t, watches)
 	if s := o.snapshot(); s.err != nil || o.stats.watchRestarts.Load() != 0 {
 		t.Errorf("pausing counted as a failure: err %v, %d watch restarts", s.err, o.stats.watchRestarts.Load())
 	}
-	o.setLeading(true)
+	o.pauseWhileLeading(leader)
 	o.stop()
-	o.setLeading(false) // after stop: nothing starts again
+	o.leadingEnded(leader) // after stop: nothing starts again
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-watches:
