@@ -34,8 +34,10 @@ const clipBudget = 64
 // form stays within clipBudget bytes: a megabyte of garbage, or 64 bytes of
 // control characters, must not come back in full.
 func clip(s string) string {
-	if q := strconv.Quote(s); len(q) <= clipBudget+2 {
-		return q
+	if len(s) <= clipBudget { // a longer s cannot fit once quoted: do not quote all of it
+		if q := strconv.Quote(s); len(q) <= clipBudget+2 {
+			return q
+		}
 	}
 	keep := min(len(s), clipBudget)
 	for keep > 0 && len(strconv.Quote(s[:keep])) > clipBudget+2 {
