@@ -93,7 +93,7 @@ func (e *Election) run() {
 	if e.ctx.Err() != nil {
 		return
 	}
-	if reason := e.lead(notify); reason != nil && e.end(reason) {
+	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.lost(reason)
 		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
 	}

@@ -13,8 +13,10 @@ import (
 )
 
 // lead renews every retry period until the renew deadline passes without a
-// successful renewal, another writer is observed on the Lease, or the
-// election is cancelled (nil).
+// successful renewal, a renewal finds another writer's change, or the
+// election is cancelled (nil). It does not wait on the observer: its watch
+// is paused while we lead (pauseWhileLeading), so the only changes it would
+// report are our own writes.
 //
 // One renewal at a time is the rule, as in client-go; each success extends
 // leadership to its own send time + renewDeadline. With one at a time, a
@@ -26,7 +28,7 @@ import (
 // renewDeadline. Only then, so that an API server slow from overload is not
 // sent more. This needs renewals that do not depend on each other's
 // answers: see renewPatch.
-func (e *Election) lead(notify <-chan struct{}) error {
+func (e *Election) lead() error {
 	renew := e.clock.NewTimer(firstRenewal(e.timing.RetryPeriod))
 	defer renew.Stop()
 	// Renewals in flight are left to end by their own deadline when the
@@ -61,8 +63,6 @@ func (e *Election) lead(notify <-chan struct{}) error {
 			deadline.Stop()
 			return nil
 		case <-deadline.C():
-		case <-notify:
-			reason = e.foreignWrite(e.obs.snapshot())
 		case r := <-results:
 			p.done(r, e.clock.Now())
 			if r.err != nil {
