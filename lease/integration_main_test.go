@@ -117,18 +117,6 @@ func getLease(t *testing.T, name string) record {
 	return recordOf(l)
 }
 
-// eventually polls cond every 10 ms until it holds or within passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func createPod(t *testing.T, name string) {
 	t.Helper()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: itNamespace},

@@ -95,7 +95,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	leader, other := new(int), new(int)
 	first := awaitWatch(t, watches)
 	o.pauseWhileLeading(leader)
-	waitFor(t, "the watch to stop while leading", first.IsStopped)
+	eventually(t, 5*time.Second, "the watch to stop while leading", first.IsStopped)
 	listsWhileLeading := lists.Load()
 	time.Sleep(50 * time.Millisecond)
 	select {
@@ -118,7 +118,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	}
 	o.pauseWhileLeading(leader)
 	o.leadingEnded(leader) // a quick flip: the next loop starts after the last one returned
-	waitFor(t, "the second watch to stop", second.IsStopped)
+	eventually(t, 5*time.Second, "the second watch to stop", second.IsStopped)
 	awaitWatch(t, watches)
 	if s := o.snapshot(); s.err != nil || o.stats.watchRestarts.Load() != 0 {
 		t.Errorf("pausing counted as a failure: err %v, %d watch restarts", s.err, o.stats.watchRestarts.Load())
@@ -142,16 +142,5 @@ func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.
 	case <-time.After(5 * time.Second):
 		t.Fatal("no watch opened within 5 s")
 		return nil
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 5 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }
