@@ -21,14 +21,15 @@ LIB_LDFLAGS ?= -s -w
 SONAME_FLAGS := -extldflags=-Wl,-soname,libk8s_lease_wrapper.so
 GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(BUILD)/*') go.mod go.sum
 # What the library is built from: a change elsewhere does not rebuild it.
-LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard lease/*.go)) go.mod go.sum
+LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard lease/*.go)) \
+  $(wildcard internal/runtimecheck/*.go internal/runtimecheck/*.c internal/runtimecheck/*.h) go.mod go.sum
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
 ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only when
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: fuzz soak all deps lib envtest-assets envtest-server check-deps vet unit integration cmake-build cpp-test test demo demo-check bench clean
+.PHONY: fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check unit integration cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
@@ -53,11 +54,22 @@ envtest-server: $(ENVTEST_SERVER)
 $(ENVTEST_SERVER): $(GO_SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/envtest-server
 
-vet: check-deps
+vet: check-deps tidy-check
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "not gofmt'd: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+
+# Our first user's build runs `go mod tidy` before building: it must find
+# nothing to change.
+tidy-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
+
+# The header cgo generates beside the library (the one our first user
+# includes) compiles as strict C11 and as C++ with every warning an error.
+header-check: $(LIB)
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -I$(BUILD) -fsyntax-only tests/header/generated_header.c
+	$(CXX) -std=c++17 -Wall -Wextra -Werror -I$(BUILD) -fsyntax-only tests/header/generated_header.cpp
 
 # envtest (controller-runtime) is for tests only: it must never be linked
 # into the shared library.
@@ -106,7 +118,7 @@ cmake-build: deps $(LIB) $(PANIC_LIB) $(ENVTEST_SERVER)
 cpp-test: cmake-build
 	$(with_assets) cd $(BUILD)/cmake && ctest --output-on-failure
 
-test: deps vet unit integration demo-check cpp-test
+test: deps vet header-check unit integration demo-check cpp-test
 
 # The README's first command must keep working: run it and keep its output.
 demo-check: cmake-build $(BUILD)/bin/lease-demo
@@ -128,9 +140,15 @@ $(BUILD)/bin/abi-bench: tests/bench/abi_bench.c $(LIB)
 $(BUILD)/bin/lease-bench: $(GO_SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/lease-bench
 
-bench: $(LIB) $(ENVTEST_SERVER) $(BUILD)/bin/abi-bench $(BUILD)/bin/lease-bench
+# The replica program of the fault suite, for the user-pattern table.
+$(BUILD)/bin/lease-candidate: tests/cpp/lease_candidate.cpp include/k8s_lease.h $(LIB)
+	$(CXX) -std=c++17 -O2 -pthread -Iinclude -o $@ $< -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
+
+# BENCH_FLAGS=-only=user runs one section (see lease-bench -h).
+bench: $(LIB) $(ENVTEST_SERVER) $(BUILD)/bin/abi-bench $(BUILD)/bin/lease-bench $(BUILD)/bin/lease-candidate
 	@$(with_assets) export ENVTEST_SERVER=$(abspath $(ENVTEST_SERVER)); \
-	  $(BUILD)/bin/lease-bench -json $(BUILD)/bench.json -abi-bench $(BUILD)/bin/abi-bench -lib $(LIB) $(BENCH_FLAGS)
+	  $(BUILD)/bin/lease-bench -json $(BUILD)/bench.json -abi-bench $(BUILD)/bin/abi-bench \
+	    -candidate $(BUILD)/bin/lease-candidate -lib $(LIB) $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -3,8 +3,11 @@
 //	go build -buildmode=c-shared -o libk8s_lease_wrapper.so k8s_lease_wrapper.go
 //
 // This file alone must build the library (the C++ master's build names only
-// it), so the callback trampoline lives in the preamble below as a static
-// inline function: a file with //export may only declare C functions.
+// it), so the callback trampolines live in the preamble below as static
+// inline functions: a file with //export may only declare C functions. cgo
+// copies the preamble into the generated libk8s_lease_wrapper.h, which C
+// and C++ hosts include, so it holds only what that header needs and stays
+// plain C11; other C code lives in imported packages (runtimecheck).
 //
 // The layer is thin on purpose: it converts C arguments, calls the pure-Go
 // core in package lease, maps errors to return codes and messages, and
@@ -12,13 +15,9 @@
 package main
 
 /*
-#cgo LDFLAGS: -ldl
-#cgo CFLAGS: -D_GNU_SOURCE
-#include <dlfcn.h>
-#include <link.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
 
@@ -26,43 +25,6 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 
 static inline void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token) {
 	cb(ctx, holder, size, token);
-}
-
-// Every Go c-shared library exports _cgo_wait_runtime_init_done, its own
-// copy. k8s_lease_other_go_runtime returns the path of a loaded object other
-// than this library that exports one (a second Go runtime in the process),
-// or NULL.
-struct k8s_lease_runtime_search {
-	void* ours;
-	const char* other;
-};
-
-static inline int k8s_lease_check_object(struct dl_phdr_info* info, size_t size, void* data) {
-	struct k8s_lease_runtime_search* s = (struct k8s_lease_runtime_search*)data;
-	(void)size;
-	if (info->dlpi_name == NULL || info->dlpi_name[0] == 0) return 0;
-	void* h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-	if (h == NULL) return 0;
-	void* sym = dlsym(h, "_cgo_wait_runtime_init_done");
-	Dl_info where;
-	if (sym != NULL && sym != s->ours && dladdr(sym, &where) != 0 && where.dli_fbase == (void*)info->dlpi_addr) {
-		s->other = info->dlpi_name; // static storage of the loader
-	}
-	dlclose(h);
-	return s->other != NULL;
-}
-
-static inline const char* k8s_lease_other_go_runtime(void) {
-	struct k8s_lease_runtime_search s = {NULL, NULL};
-	Dl_info self;
-	if (dladdr((void*)&k8s_lease_check_object, &self) == 0) return NULL;
-	void* me = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-	if (me != NULL) {
-		s.ours = dlsym(me, "_cgo_wait_runtime_init_done");
-		dlclose(me);
-	}
-	dl_iterate_phdr(k8s_lease_check_object, &s);
-	return s.other;
 }
 
 static inline void k8s_lease_call_log_cb(k8s_lease_log_cb_t cb, void* ctx, int level, const char* msg, size_t size) {
@@ -79,11 +41,20 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/k8s-lease/k8s-lease/internal/runtimecheck"
 	"github.com/k8s-lease/k8s-lease/lease"
 )
 
-// lib is the process's single manager: every C call works on it.
-var lib = lease.NewManager(nil)
+// lib is the process's single manager: every C call works on it. Every
+// function that needs the cluster initializes it on first use, with the
+// checks of K8sLeaseInit (prepareInit) first.
+var lib = newLib()
+
+func newLib() *lease.Manager {
+	m := lease.NewManager(nil)
+	m.SetInitHook(prepareInit)
+	return m
+}
 
 // version is handed to C once and never freed (K8sLeaseVersion's contract).
 var version = C.CString(lease.Version)
@@ -169,23 +140,31 @@ func syncEnv() error {
 //export K8sLeaseInit
 func K8sLeaseInit(errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
-		if err := refuseSecondGoRuntime(); err != nil {
-			return -1, err
-		}
-		if err := syncEnv(); err != nil {
-			return -1, err
-		}
 		_, err := lib.Init()
 		return 0, err
 	})
 }
 
+// prepareInit runs before the configuration is loaded, on each attempt: it
+// refuses a process with a second Go runtime and reads the host's
+// environment.
+func prepareInit() error {
+	if err := refuseSecondGoRuntime(); err != nil {
+		return err
+	}
+	return syncEnv()
+}
+
 // refuseSecondGoRuntime fails when another Go c-shared library is loaded:
 // Go does not support two runtimes in one process (they crash at random).
 func refuseSecondGoRuntime() error {
-	if other := C.k8s_lease_other_go_runtime(); other != nil {
+	other, err := runtimecheck.OtherGoRuntime()
+	if err != nil {
+		return fmt.Errorf("cannot tell whether another Go runtime is loaded: %w", err)
+	}
+	if other != "" {
 		return fmt.Errorf("another Go runtime is loaded in this process (%s): Go does not support two Go c-shared libraries in one process, and they crash unpredictably; link only one (build both into one library)",
-			C.GoString(other))
+			other)
 	}
 	return nil
 }
@@ -446,7 +425,8 @@ func K8sLeaseStats(statsJSON **C.char, errMsg **C.char) C.int {
 		if statsJSON == nil {
 			return -1, fmt.Errorf("%w: statsJson: must not be NULL", lease.ErrInvalidArgument)
 		}
-		out, err := json.Marshal(map[string]any{"version": lease.Version, "leases": lib.Stats()})
+		out, err := json.Marshal(map[string]any{"version": lease.Version, "log_lines_dropped": lease.LogsDropped(),
+			"leases": lib.Stats()})
 		if err != nil {
 			return -1, err
 		}

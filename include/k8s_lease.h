@@ -72,6 +72,10 @@ typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderS
  * (KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST/PORT) is read at the call, so a
  * setenv() made by the host before it is seen. Idempotent: later calls
  * return 0 at once. Makes no API call.
+ * Optional: every function that needs the cluster (RunElection, GetHolder,
+ * WatchHolder, the Pod label functions) does the same on first use, and a
+ * failed attempt is made again at the next such call. Call it to get a
+ * configuration error early.
  * Refuses (-1, "another Go runtime is loaded in this process (<path>)...")
  * when another Go c-shared library is loaded: Go does not support two
  * runtimes in one process.
@@ -89,8 +93,11 @@ int K8sLeaseInit(char** errMsg);
  * refused until the first is cancelled or has ended.
  * A standby follows the Lease by a watch: it takes over at once when the
  * lease is released, and a full lease duration after the last renewal it saw
- * when the holder stops renewing.
- * Returns 0, or -1 (not initialized, bad argument, election exists).
+ * when the holder stops renewing. A candidacy on a lease this process
+ * already follows (GetHolder asked about it, a watch, or an earlier
+ * election) inherits that observation: when the holder stopped renewing a
+ * lease duration ago by it, the candidacy takes over at once.
+ * Returns 0, or -1 (no configuration, bad argument, election exists).
  */
 int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec,
                         int retryPeriodSec, char** errMsg);
@@ -154,14 +161,26 @@ int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long lo
  * K8sLeaseGetHolder - the current holder of ns/leaseName. *holderIdentity is
  * set to a new string owned by the caller (free with K8sLeaseFree), or NULL
  * when the lease has no holder (released, or not renewed for a lease
- * duration). *leaseTransitions is the fencing token. When this process
- * follows the lease (an election or watch on it) the answer is local, with
- * expiry judged on the monotonic clock; otherwise it costs one GET and
- * expiry compares the holder's renewTime with the local wall clock. While an
- * election of this process leads the lease, the library does not watch it:
- * the local answer comes from the leader's own renewals, and a foreign write
- * shows once the next renewal finds it (within a retry period).
- * Returns 0 (the Lease exists), 1 (the Lease does not exist), -1 (error).
+ * duration). *leaseTransitions is the fencing token.
+ * The process follows every lease it asks about: the first call on a lease
+ * starts a watch of it (one list, whose answer it waits for, at most 10 s,
+ * then a watch) and every later call answers locally, in about a
+ * microsecond, with no API call. Expiry is judged on the monotonic clock
+ * from when this process saw the record last change, never from the
+ * holder's renewTime: a holder seen for the first time is reported for up
+ * to a lease duration after that first sight even if it stopped renewing
+ * earlier (so "no holder" means a candidacy here can take the lease at
+ * once). A lease no election or watch of this process uses stays followed
+ * while it is asked about, and is dropped 1 to 1.5 minutes after the last
+ * call; at most 64 such leases are followed (asking about one more drops the
+ * one asked about longest ago), so asking about many names costs a bounded
+ * number of watches. Needs list and watch on the Lease (deploy/rbac.yaml).
+ * While an election of this process leads the lease, the library does not
+ * watch it: the local answer comes from the leader's own renewals, and a
+ * foreign write shows once the next renewal finds it (within a retry
+ * period).
+ * Returns 0 (the Lease exists), 1 (the Lease does not exist), -1 (error: no
+ * configuration, bad argument, the first list failed, e.g. forbidden).
  */
 int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* leaseTransitions, char** errMsg);
 
@@ -176,7 +195,7 @@ int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long lon
  * renewals (see K8sLeaseGetHolder); the watch resumes when it stops leading.
  * One watch per lease per process. callbackCtx is passed through untouched
  * and must stay valid until K8sLeaseCancelWatch returns.
- * Returns 0, or -1 (not initialized, bad argument, watch exists).
+ * Returns 0, or -1 (no configuration, bad argument, watch exists).
  */
 int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
                         char** errMsg);
@@ -221,16 +240,23 @@ int K8sLeaseShutdown(int timeoutMs, char** errMsg);
  *   level  0 error, 1 warning, 2 info, 3+ debug.
  *   msg    the message, without a trailing newline; valid only during the
  *          call.
- * Calls are serialized (never two at once) but come from any thread,
- * including the caller's own during a library call. Must not throw and must
- * not call K8sLeaseSetLogger or K8sLeaseSetLogLevel (they would wait for it).
+ * Runs on one thread owned by the library: never the caller's thread,
+ * never while the library holds a lock, never on the renewal path. Calls
+ * are serialized and in order. Lines wait in a queue of 1024; when it is
+ * full (a callback slower than the lines come) they are dropped and counted
+ * ("log_lines_dropped" in K8sLeaseStats). From inside it, any function of
+ * this library may be called, K8sLeaseSetLogger and K8sLeaseSetLogLevel
+ * included. Must not throw (a C++ exception must never unwind into the
+ * library).
  */
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
 /*
  * K8sLeaseSetLogger - route logs to callbackFunc(callbackCtx, ...); NULL
- * callbackFunc restores the default, standard error. callbackCtx must stay
- * valid until the logger is replaced. Returns 0.
+ * callbackFunc restores the default, standard error. When it returns, the
+ * callback it replaced is not running and will not be called again (unless
+ * it is called from that callback), so that callback's ctx may be freed.
+ * Returns 0.
  */
 int K8sLeaseSetLogger(void* callbackCtx, k8s_lease_log_cb_t callbackFunc, char** errMsg);
 
@@ -247,12 +273,14 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  * K8sLeaseStats - counters for every lease this process has used, as a JSON
  * string in *statsJson (free with K8sLeaseFree), for a host to export as
  * metrics. Counters are cumulative over the process's life:
- *   {"version": "...", "leases": [{"namespace", "name",
+ *   {"version": "...", "log_lines_dropped": N, "leases": [{"namespace", "name",
  *     "election": null or {"running", "leader", "fencing_token",
  *        "acquisitions", "releases",
  *        "losses": {"renew_deadline", "deleted", "taken", "edited"},
  *        "renewals", "renew_errors", "api_errors" (failed acquisitions and
- *        renewals, conflicts excluded), "renew_latency_last_ms",
+ *        renewals, conflicts excluded), "conflicts" (acquisitions another
+ *        writer won first: answered with 409, after which the Lease is read
+ *        once before deciding again), "renew_latency_last_ms",
  *        "renew_latency_max_ms", "renew_latency_mean_ms"},
  *     "watching" (a holder watch runs), "watch_callbacks" (delivered),
  *     "watch_restarts" (the Lease watch ended by an error and was resumed),

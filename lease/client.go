@@ -33,8 +33,8 @@ func LoadConfig() (*rest.Config, string, error) {
 	if err == nil {
 		return cfg, "kubeconfig " + describeKubeconfig(rules), nil
 	}
-	return nil, "", fmt.Errorf("no Kubernetes configuration found: in-cluster: %v; kubeconfig %s: %v",
-		inClusterErr, describeKubeconfig(rules), err)
+	return nil, "", fmt.Errorf("%w: in-cluster: %v; kubeconfig %s: %v",
+		ErrNoConfig, inClusterErr, describeKubeconfig(rules), err)
 }
 
 func describeKubeconfig(rules *clientcmd.ClientConfigLoadingRules) string {

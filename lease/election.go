@@ -39,7 +39,7 @@ type Election struct {
 	leases      coordclient.LeaseInterface
 	obs         *observer
 	clock       clock.Clock
-	onEnd       func() // releases the observer; called once, when the run ends
+	onEnd       func() (stillUsed bool) // releases the observer; called once, when the run ends
 	stats       *leaseStats
 
 	ctx     context.Context
@@ -64,7 +64,7 @@ func newIncarnation() string {
 	return hex.EncodeToString(b)
 }
 
-func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func()) *Election {
+func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func() bool) *Election {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
@@ -78,8 +78,9 @@ func (e *Election) start() { go e.run() }
 
 func (e *Election) run() {
 	defer close(e.runDone)
-	defer e.obs.leadingEnded(e) // after onEnd: an observer nobody else uses is stopped, not resumed
-	defer e.onEnd()
+	// The share is given up first: an observer nobody else uses is not
+	// resumed (no list) until it is used again.
+	defer func() { e.obs.leadingEnded(e, e.onEnd()) }()
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
 	defer e.containPanic()
@@ -243,9 +244,13 @@ func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
 // missing) makes it give up at once instead of retrying forever.
 func (e *Election) campaign(notify <-chan struct{}) error {
 	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
+	started := e.clock.Now()
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
-		if !snap.synced && permanent(snap.err) {
+		// An error the shared observer met before this campaign (say a
+		// GetHolder before RBAC was applied) is not this campaign's: wait
+		// for the observer's next try.
+		if !snap.synced && permanent(snap.err) && !snap.errAt.Before(started) {
 			return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
 		}
 		act, until := decide(snap, e.clock.Now())
@@ -265,7 +270,15 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		e.setAPIErr(err)
 		delay := retry.next()
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			delay = 0 // someone else wrote: decide again on the new state
+			// Someone else wrote first. Our snapshot is stale (its watch
+			// may lag by seconds after an outage): learn the current
+			// Lease now, so the next decision is made on it, instead of
+			// resending the same doomed write. Back off only when that
+			// taught nothing new.
+			e.stats.conflicts.Add(1)
+			if e.refresh(snap.rec.resourceVersion) {
+				delay = 0
+			}
 		} else {
 			e.stats.apiErrors.Add(1)
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
@@ -275,6 +288,25 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		}
 	}
 	return nil
+}
+
+// refresh reads the Lease into the observer after a lost compare-and-swap
+// and reports whether the snapshot moved past resource version seen.
+func (e *Election) refresh(seen string) bool {
+	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
+	defer cancel()
+	e.stats.observerRequests.Add(1)
+	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		// Gone again: only the watch can say at which resource version.
+	case err != nil:
+		logf(LevelInfo, "lease %s: re-reading after a conflict: %v", e.key, err)
+	default:
+		e.obs.apply(cur, cur.ResourceVersion)
+	}
+	s := e.obs.snapshot()
+	return s.synced && s.rec.resourceVersion != seen
 }
 
 // permanent reports errors that retrying will not cure.
@@ -304,7 +336,11 @@ func (e *Election) acquire(snap snapshot, create bool) error {
 	}
 	sent := e.clock.Now()
 	holdSpec(l, e.identity, e.incarnation, token, e.timing, sent, true)
-	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
+	// A cancel does not cut the write short: its outcome would be unknown
+	// and a landed one never released, leaving the lease held for a full
+	// lease duration. It ends by its own timeout, and Cancel (which waits
+	// for this goroutine) releases what landed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
 	var got *coordinationv1.Lease
 	if create {

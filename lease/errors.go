@@ -7,8 +7,9 @@ import "errors"
 var (
 	// ErrInvalidArgument: an argument broke a rule; nothing was sent.
 	ErrInvalidArgument = errors.New("invalid argument")
-	// ErrNotInitialized: Init has not succeeded yet.
-	ErrNotInitialized = errors.New("library not initialized: call K8sLeaseInit first")
+	// ErrNoConfig: no cluster configuration was found (every function
+	// that needs the cluster loads it on first use; see LoadConfig).
+	ErrNoConfig = errors.New("no Kubernetes configuration found")
 	// ErrElectionExists: this process already runs an election on the lease.
 	ErrElectionExists = errors.New("an election on this lease is already running in this process")
 	// ErrWatchExists: this process already watches the lease.

@@ -2,49 +2,43 @@ package lease
 
 import (
 	"fmt"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// GetHolder returns the current holder of ns/name. When this process
-// observes the lease (an election or watch on it) the answer is local, with
-// expiry judged on the monotonic clock; otherwise it is one GET, and expiry
-// falls back to the holder's renewTime against the local wall clock.
+// GetHolder returns the current holder of ns/name, from this process's
+// observer of the lease: the first call on a lease starts one (a list, then
+// a watch) and waits for the list; later calls answer locally, with expiry
+// judged on the monotonic clock from when this process saw the record
+// change, never from the holder's renewTime. A holder seen for the first
+// time is therefore reported for up to a lease duration after that first
+// sight, even if it stopped renewing earlier: the rule a campaign uses, so
+// that "no holder" here means a campaign can take the lease at once. The
+// observer lives on while the lease is asked about or used by an election
+// or watch (see idleObserverTimeout).
 func (m *Manager) GetHolder(ns, name string) (HolderState, error) {
 	if err := ValidateKey(ns, name); err != nil {
 		return HolderState{}, err
 	}
-	key := Key{ns, name}
-	m.mu.Lock()
-	client, err := m.clientLocked()
-	var obs *observer
-	if ol := m.observers[key]; ol != nil {
-		obs = ol.obs
-	}
-	m.mu.Unlock()
+	client, err := m.client()
 	if err != nil {
 		return HolderState{}, err
 	}
-	if obs != nil {
-		if snap := obs.snapshot(); snap.synced {
-			holder, token, exists := snap.holderView(m.clock.Now())
-			return HolderState{Holder: holder, Token: token, Exists: exists}, nil
-		}
+	key := Key{ns, name}
+	m.mu.Lock()
+	ol := m.observeLocked(client, key, defaultResync)
+	obs := ol.obs
+	if ol.refs == 0 {
+		m.scheduleReapLocked()
 	}
-	ctx, cancel := requestContext()
-	defer cancel()
-	l, err := client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return HolderState{}, nil
+	m.mu.Unlock()
+	snap, err := obs.awaitSynced(requestTimeout)
+	if err == nil && snap.err != nil {
+		// The watch broke and the observer is retrying: what it knows may
+		// be stale, so say so rather than answer from it.
+		err = fmt.Errorf("%w (following the lease, retrying)", snap.err)
 	}
 	if err != nil {
 		return HolderState{}, fmt.Errorf("get lease %s: %w", key, err)
 	}
-	r := recordOf(l)
-	st := HolderState{Holder: r.holder, Token: r.token, Exists: true}
-	if r.holder != "" && !m.clock.Now().Before(r.renewTime.Add(r.duration())) {
-		st.Holder = "" // expired by the holder's own clock: a first look can do no better
-	}
-	return st, nil
+	holder, token, exists := snap.holderView(m.clock.Now())
+	return HolderState{Holder: holder, Token: token, Exists: exists}, nil
 }

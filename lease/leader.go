@@ -170,7 +170,11 @@ func (e *Election) renewed(r renewal) error {
 	if rvNewer(r.got.ResourceVersion, e.written.ResourceVersion) {
 		e.written = r.got
 	}
-	if until := r.sent.Add(e.timing.RenewDeadline); e.phase == phaseLeader && until.After(e.validUntil) {
+	// Once validity has lapsed the term is over, even if lead has not yet
+	// noticed: a late success must not bring IsLeader back from 0 to 1 (a
+	// host that saw 0 has stopped serving and waits in WaitLost).
+	if until := r.sent.Add(e.timing.RenewDeadline); e.phase == phaseLeader && until.After(e.validUntil) &&
+		e.clock.Now().Before(e.validUntil) {
 		e.validUntil = until
 	}
 	return nil

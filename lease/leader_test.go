@@ -44,7 +44,7 @@ func TestRenewalsArePipelined(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	defer obs.stop()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() {})
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
 	e.start()
 	defer func() { _ = e.Cancel() }()
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -122,5 +122,30 @@ func TestFirstRenewalIsSpreadOverSecondHalf(t *testing.T) {
 		if len(seen) < 100 {
 			t.Errorf("retry period %v: only %d distinct first renewals in 1000", rp, len(seen))
 		}
+	}
+}
+
+// Once validity has lapsed, a renewal that succeeds late does not bring
+// leadership back: IsLeader never goes 1 -> 0 -> 1, and lead ends the term.
+func TestLateRenewalDoesNotReviveLeadership(t *testing.T) {
+	m, client, clk := fakeManager()
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	e := newElection(Key{"ns", "l"}, "a", unitTiming, client.CoordinationV1().Leases("ns"), obs, clk, &leaseStats{}, func() bool { return false })
+	held := testLease("l", "a", 1, testNow, 15)
+	e.phase, e.token, e.written = phaseLeader, 1, held
+	e.validUntil = testNow.Add(unitTiming.RenewDeadline)
+	sent := testNow.Add(unitTiming.RenewDeadline - time.Second)
+	clk.SetTime(e.validUntil.Add(time.Millisecond))
+	if ok, _, _ := e.IsLeader(); ok {
+		t.Fatal("leader after validity lapsed")
+	}
+	renewedLease := held.DeepCopy()
+	renewedLease.ResourceVersion = "6"
+	if err := e.renewed(renewal{sent: sent, got: renewedLease}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := e.IsLeader(); ok {
+		t.Fatal("a late renewal made IsLeader 1 again after it had been 0")
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"k8s.io/klog/v2"
 )
@@ -25,27 +27,58 @@ const (
 	maxLevel     Level = 12
 )
 
-// LogSink receives every emitted message. Calls are serialized.
+// LogSink receives every emitted message. Calls are serialized, on a
+// goroutine of the library's own (never under a library lock, never on the
+// caller's or the renewal path), so a sink may call any function of the
+// library, and a slow one delays only the lines behind it.
 type LogSink func(level Level, msg string)
 
+// logQueueSize bounds the lines waiting for the sink; past it, lines are
+// dropped and counted (LogsDropped) rather than blocking the library.
+const logQueueSize = 1024
+
+type logLine struct {
+	level Level
+	msg   string
+	flush chan struct{} // non-nil: a flush marker, closed when reached
+}
+
 var logging struct {
-	mu        sync.Mutex // serializes sink calls and sink changes
-	sink      LogSink    // nil: stderr
+	sink      atomic.Pointer[LogSink] // nil: stderr
 	level     atomic.Int32
+	dropped   atomic.Int64
+	queue     chan logLine
+	start     sync.Once
 	klogSetup sync.Once
 	klogFlags *flag.FlagSet
+	// callMu is held while the sink runs, so that SetLogSink can wait for a
+	// call of the sink it replaces; sinkTID is the thread running it (0:
+	// none), so that SetLogSink called from the sink does not wait for
+	// itself.
+	callMu  sync.Mutex
+	sinkTID atomic.Int64
 }
 
 func init() { logging.level.Store(int32(LevelWarning)) } // quiet by default
 
 // SetLogSink routes the library's and client-go's logs to sink (nil:
-// standard error).
+// standard error). When it returns, the sink it replaced is not running
+// and will not run again (unless it is called from that sink itself).
 func SetLogSink(sink LogSink) {
 	setupKlog()
-	logging.mu.Lock()
-	logging.sink = sink
-	logging.mu.Unlock()
+	if sink == nil {
+		logging.sink.Store(nil)
+	} else {
+		logging.sink.Store(&sink)
+	}
+	if logging.sinkTID.Load() != int64(syscall.Gettid()) {
+		logging.callMu.Lock() // waits for the call in progress, if any
+		logging.callMu.Unlock()
+	}
 }
+
+// LogsDropped is how many lines were dropped because the queue was full.
+func LogsDropped() int64 { return logging.dropped.Load() }
 
 // SetLogLevel sets the level (0 error .. 3 debug; above 3 raises client-go's
 // verbosity too).
@@ -95,11 +128,48 @@ func emit(level Level, msg string) {
 	if int32(level) > logging.level.Load() {
 		return
 	}
-	logging.mu.Lock()
-	defer logging.mu.Unlock()
-	if logging.sink != nil {
-		logging.sink(level, msg)
+	logging.start.Do(startLogDelivery)
+	select {
+	case logging.queue <- logLine{level: level, msg: msg}:
+	default:
+		logging.dropped.Add(1)
+	}
+}
+
+func startLogDelivery() {
+	logging.queue = make(chan logLine, logQueueSize)
+	go deliverLogs()
+}
+
+// deliverLogs hands queued lines to the sink, one at a time, on its own
+// locked thread. A panicking sink loses its line, not the delivery.
+func deliverLogs() {
+	runtime.LockOSThread()
+	logging.sinkTID.Store(int64(syscall.Gettid()))
+	for line := range logging.queue {
+		if line.flush != nil {
+			close(line.flush)
+			continue
+		}
+		deliver(line)
+	}
+}
+
+func deliver(line logLine) {
+	logging.callMu.Lock()
+	defer logging.callMu.Unlock()
+	defer func() { _ = recover() }()
+	if sink := logging.sink.Load(); sink != nil {
+		(*sink)(line.level, line.msg)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "k8s-lease %s: %s\n", [...]string{"E", "W", "I"}[min(level, LevelInfo)], msg)
+	fmt.Fprintf(os.Stderr, "k8s-lease %s: %s\n", [...]string{"E", "W", "I"}[min(line.level, LevelInfo)], line.msg)
+}
+
+// flushLogs waits until every line emitted before it was delivered (tests).
+func flushLogs() {
+	logging.start.Do(startLogDelivery)
+	done := make(chan struct{})
+	logging.queue <- logLine{flush: done}
+	<-done
 }

@@ -15,16 +15,35 @@ import (
 // renewed, for watches not tied to an election's own lease duration.
 const defaultResync = 30 * time.Second
 
+// An observer that no election or holder watch uses is kept while callers
+// keep asking about its lease (GetHolder), so that polling answers locally
+// and a later campaign inherits what was observed. It is stopped once
+// idleObserverTimeout has passed since its last use (the reaper looks every
+// half of it, so it lives at most 1.5 times that), and at most
+// maxIdleObservers are kept: asking about one more stops the one used
+// longest ago. A caller asking about many names therefore costs a bounded
+// number of watches.
+const (
+	idleObserverTimeout = time.Minute
+	maxIdleObservers    = 64
+)
+
 // Manager owns the client and every election, watch and observer of a
 // process. All methods are safe for concurrent use.
 type Manager struct {
 	clock clock.Clock
 
+	// initMu serializes loading the configuration (Init); the hook runs
+	// first on every attempt (the C layer reads the host's environment).
+	initMu   sync.Mutex
+	initHook func() error
+
 	mu        sync.Mutex
-	client    kubernetes.Interface
+	kube      kubernetes.Interface
 	elections map[Key]*Election
 	watches   map[Key]*HolderWatch
 	observers map[Key]*observedLease
+	reaping   bool // a reaper goroutine runs (see idleObserverTimeout)
 	// highestToken remembers, per lease, the highest fencing token seen,
 	// beyond the life of its observer (a Lease deleted and re-created must
 	// not hand out a smaller token).
@@ -32,9 +51,13 @@ type Manager struct {
 	stats        map[Key]*leaseStats
 }
 
+// observedLease is a shared observer: refs counts the elections and holder
+// watches using it; with none it is idle, and lastUsed (the last GetHolder,
+// or when the last user gave it up) decides when it is stopped.
 type observedLease struct {
-	obs  *observer
-	refs int
+	obs      *observer
+	refs     int
+	lastUsed time.Time
 }
 
 // NewManager returns a Manager using clk (nil: the real clock). It needs a
@@ -51,58 +74,195 @@ func NewManager(clk clock.Clock) *Manager {
 func (m *Manager) SetClient(c kubernetes.Interface) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.client != nil {
+	if m.kube != nil {
 		return false
 	}
-	m.client = c
+	m.kube = c
 	return true
+}
+
+// SetInitHook sets a function that Init runs before loading the
+// configuration, on every attempt; an error from it fails that attempt.
+func (m *Manager) SetInitHook(hook func() error) {
+	m.initMu.Lock()
+	defer m.initMu.Unlock()
+	m.initHook = hook
 }
 
 // Initialized reports whether a client is set.
 func (m *Manager) Initialized() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.client != nil
+	return m.kube != nil
 }
 
-func (m *Manager) clientLocked() (kubernetes.Interface, error) {
-	if m.client == nil {
-		return nil, ErrNotInitialized
+// client returns the client, initializing on first use (see Init): every
+// function that needs the cluster works without an explicit Init, and a
+// failed attempt is made again at the next call.
+func (m *Manager) client() (kubernetes.Interface, error) {
+	m.mu.Lock()
+	c := m.kube
+	m.mu.Unlock()
+	if c != nil {
+		return c, nil
 	}
-	return m.client, nil
+	if _, err := m.Init(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.kube, nil
 }
 
-// acquireObserverLocked returns the shared observer of key, starting it if
-// needed; each call must be paired with releaseObserver.
-func (m *Manager) acquireObserverLocked(key Key, resync time.Duration) *observer {
+// observeLocked returns the shared observer of key, starting it (or
+// resuming its follow loop) if needed; m.mu held. An observer with no
+// election or watch is idle: see idleObserverTimeout.
+func (m *Manager) observeLocked(client kubernetes.Interface, key Key, resync time.Duration) *observedLease {
 	ol := m.observers[key]
 	if ol == nil {
-		leases := m.client.CoordinationV1().Leases(key.Namespace)
+		m.evictIdleLocked(maxIdleObservers - 1)
+		leases := client.CoordinationV1().Leases(key.Namespace)
 		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key], m.statsLocked(key))}
-		ol.obs.start()
 		m.observers[key] = ol
+	} else {
+		ol.obs.lowerResync(resync)
 	}
+	ol.obs.start() // no-op while it runs, or while an election of ours leads
+	ol.lastUsed = m.clock.Now()
+	return ol
+}
+
+// acquireObserverLocked returns the shared observer of key for an election
+// or a holder watch; each call must be paired with releaseObserver. m.mu
+// held.
+func (m *Manager) acquireObserverLocked(client kubernetes.Interface, key Key, resync time.Duration) *observer {
+	ol := m.observeLocked(client, key, resync)
 	ol.refs++
 	return ol.obs
 }
 
-func (m *Manager) releaseObserver(key Key) {
+// releaseObserver gives up a share of key's observer and reports whether
+// another election or watch still uses it. The last share leaves it idle,
+// still following the lease until the reaper stops it.
+func (m *Manager) releaseObserver(key Key) (stillUsed bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	ol := m.observers[key]
 	if ol == nil {
-		m.mu.Unlock()
-		return
+		return false
 	}
 	ol.refs--
-	last := ol.refs == 0
-	if last {
-		delete(m.observers, key)
-		m.highestToken[key] = max(m.highestToken[key], ol.obs.snapshot().highestToken)
+	ol.lastUsed = m.clock.Now()
+	if ol.refs > 0 {
+		return true
 	}
-	m.mu.Unlock()
-	if last {
-		ol.obs.stop()
+	m.evictIdleLocked(maxIdleObservers)
+	m.scheduleReapLocked()
+	return false
+}
+
+// evictIdleLocked retires the idle observer used longest ago when more than
+// keep are idle; m.mu held.
+func (m *Manager) evictIdleLocked(keep int) {
+	idle := 0
+	var oldest Key
+	var oldestAt time.Time
+	for key, ol := range m.observers {
+		if ol.refs > 0 {
+			continue
+		}
+		idle++
+		if oldestAt.IsZero() || ol.lastUsed.Before(oldestAt) {
+			oldest, oldestAt = key, ol.lastUsed
+		}
 	}
+	if idle > keep {
+		obs := m.forgetObserverLocked(oldest)
+		go m.retire(oldest, obs) // the caller need not wait for another lease's loop
+	}
+}
+
+// forgetObserverLocked removes key's observer, and drops the lease's
+// counters when nothing but GetHolder ever used it (so that asking about
+// many names does not grow memory); m.mu held. The caller then retires it.
+func (m *Manager) forgetObserverLocked(key Key) *observer {
+	ol := m.observers[key]
+	delete(m.observers, key)
+	m.keepHighestTokenLocked(key, ol.obs)
+	if s := m.stats[key]; s != nil && s.unusedByElectionsAndWatches() && m.elections[key] == nil && m.watches[key] == nil {
+		delete(m.stats, key)
+	}
+	return ol.obs
+}
+
+// retire stops a forgotten observer and keeps its highest token again: it
+// may have seen a higher one between being forgotten and stopped.
+func (m *Manager) retire(key Key, obs *observer) {
+	obs.stop()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.keepHighestTokenLocked(key, obs)
+}
+
+// keepHighestTokenLocked remembers the highest fencing token obs saw, for
+// leases an election or watch of this process used (a Lease deleted and
+// re-created must not hand out a smaller token to our elections); m.mu held.
+func (m *Manager) keepHighestTokenLocked(key Key, obs *observer) {
+	s := m.stats[key]
+	if s == nil || s.unusedByElectionsAndWatches() {
+		return
+	}
+	if tok := max(m.highestToken[key], obs.snapshot().highestToken); tok > 0 {
+		m.highestToken[key] = tok
+	}
+}
+
+// scheduleReapLocked starts the reaper unless it runs; m.mu held.
+func (m *Manager) scheduleReapLocked() {
+	if m.reaping {
+		return
+	}
+	m.reaping = true
+	go m.reap()
+}
+
+// reap retires idle observers unused for idleObserverTimeout, looking
+// every half of it, and ends when none is idle.
+func (m *Manager) reap() {
+	for {
+		<-m.clock.After(idleObserverTimeout / 2)
+		if !m.reapOnce() {
+			return
+		}
+	}
+}
+
+// reapOnce retires the observers idle for too long and reports whether
+// others are still idle. A panic ends the reaper (a later idle observer
+// starts another) without leaving the lock held.
+func (m *Manager) reapOnce() (more bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	defer func() {
+		if p := recover(); p != nil {
+			logf(LevelError, "idle lease observers: %v", panicError(p))
+			more = false
+		}
+		if !more {
+			m.reaping = false
+		}
+	}()
+	now := m.clock.Now()
+	for key, ol := range m.observers {
+		switch {
+		case ol.refs > 0:
+		case now.Sub(ol.lastUsed) >= idleObserverTimeout:
+			go m.retire(key, m.forgetObserverLocked(key))
+		default:
+			more = true
+		}
+	}
+	return more
 }
 
 // resyncFor bounds a watch's life by twice the lease duration (at most one
@@ -123,21 +283,23 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	key := Key{ns, name}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	client, err := m.clientLocked()
+	client, err := m.client()
 	if err != nil {
 		return nil, err
 	}
+	key := Key{ns, name}
+	m.mu.Lock()
 	if old := m.elections[key]; old != nil && !old.Ended() {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrElectionExists, key)
 	}
-	obs := m.acquireObserverLocked(key, resyncFor(t.LeaseDuration))
+	obs := m.acquireObserverLocked(client, key, resyncFor(t.LeaseDuration))
 	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
-		func() { m.releaseObserver(key) })
+		func() bool { return m.releaseObserver(key) })
+	m.statsLocked(key).campaigns.Add(1)
 	m.elections[key] = e
 	e.start()
+	m.mu.Unlock()
 	return e, nil
 }
 
@@ -173,21 +335,24 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	if cb == nil {
 		return nil, fmt.Errorf("%w: callback: must not be NULL", ErrInvalidArgument)
 	}
-	key := Key{ns, name}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, err := m.clientLocked(); err != nil {
+	client, err := m.client()
+	if err != nil {
 		return nil, err
 	}
+	key := Key{ns, name}
+	m.mu.Lock()
 	if m.watches[key] != nil {
+		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
 	}
-	obs := m.acquireObserverLocked(key, defaultResync)
+	obs := m.acquireObserverLocked(client, key, defaultResync)
 	stats := m.statsLocked(key)
+	stats.watchesStarted.Add(1)
 	w := newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
 		func() { m.releaseObserver(key) })
 	m.watches[key] = w
 	w.start()
+	m.mu.Unlock()
 	return w, nil
 }
 
@@ -209,7 +374,8 @@ func (m *Manager) CancelWatch(ns, name string) error {
 }
 
 // Shutdown cancels every election (releasing held leases) and every watch,
-// in parallel, and waits for them up to timeout. The Manager stays usable.
+// in parallel, stops the idle observers, and waits for them up to timeout.
+// The Manager stays usable.
 func (m *Manager) Shutdown(timeout time.Duration) error {
 	m.mu.Lock()
 	elections, watches := m.elections, m.watches
@@ -225,7 +391,11 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		wg.Go(w.Cancel)
 	}
 	finished := make(chan struct{})
-	go func() { wg.Wait(); close(finished) }()
+	go func() {
+		wg.Wait()
+		m.stopIdleObservers() // after the elections and watches gave theirs up
+		close(finished)
+	}()
 	select {
 	case <-finished:
 	case <-m.clock.After(timeout):
@@ -239,11 +409,35 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	return errors.Join(all...)
 }
 
-// Init loads the configuration (see LoadConfig) and sets the client, once;
-// later calls succeed at once. It returns where the configuration came from.
+// stopIdleObservers stops every observer no election or watch uses.
+func (m *Manager) stopIdleObservers() {
+	m.mu.Lock()
+	idle := map[Key]*observer{}
+	for key, ol := range m.observers {
+		if ol.refs == 0 {
+			idle[key] = m.forgetObserverLocked(key)
+		}
+	}
+	m.mu.Unlock()
+	for key, o := range idle {
+		m.retire(key, o)
+	}
+}
+
+// Init runs the init hook, loads the configuration (see LoadConfig) and
+// sets the client, once; later calls succeed at once. It returns where the
+// configuration came from. Every function that needs the cluster calls it
+// on first use; calling it first only reports a configuration error early.
 func (m *Manager) Init() (string, error) {
+	m.initMu.Lock()
+	defer m.initMu.Unlock()
 	if m.Initialized() {
 		return "already initialized", nil
+	}
+	if m.initHook != nil {
+		if err := m.initHook(); err != nil {
+			return "", err
+		}
 	}
 	cfg, source, err := LoadConfig()
 	if err != nil {

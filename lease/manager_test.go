@@ -14,6 +14,7 @@ import (
 var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 
 func TestManagerRefusals(t *testing.T) {
+	noConfig(t)
 	uninit := NewManager(nil)
 	m, _, _ := fakeManager()
 	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
@@ -28,9 +29,9 @@ func TestManagerRefusals(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"election before init", func() error { _, err := uninit.RunElection("ns", "l", "a", unitTiming); return err }(), ErrNotInitialized},
-		{"watch before init", func() error { _, err := uninit.WatchHolder("ns", "l", func(HolderState) {}); return err }(), ErrNotInitialized},
-		{"pod label before init", uninit.SetPodLabel("ns", "p", "k", "v"), ErrNotInitialized},
+		{"election, no configuration", func() error { _, err := uninit.RunElection("ns", "l", "a", unitTiming); return err }(), ErrNoConfig},
+		{"watch, no configuration", func() error { _, err := uninit.WatchHolder("ns", "l", func(HolderState) {}); return err }(), ErrNoConfig},
+		{"pod label, no configuration", uninit.SetPodLabel("ns", "p", "k", "v"), ErrNoConfig},
 		{"second election", func() error { _, err := m.RunElection("ns", "l", "b", unitTiming); return err }(), ErrElectionExists},
 		{"second watch", func() error { _, err := m.WatchHolder("ns", "l", func(HolderState) {}); return err }(), ErrWatchExists},
 		{"nil callback", func() error { _, err := m.WatchHolder("ns", "x", nil); return err }(), ErrInvalidArgument},
@@ -78,8 +79,8 @@ func TestManagerCancelForgetsAndAllowsNewElection(t *testing.T) {
 }
 
 // When an election that led ends, its observer resumes following the lease
-// only if something else (here a holder watch) still uses it; otherwise it
-// is stopped without a wasted list.
+// at once only if something else (here a holder watch) still uses it;
+// otherwise it sends no list until it is used again (here a GetHolder).
 func TestObserverAfterLeadershipEnds(t *testing.T) {
 	for _, withWatch := range []bool{false, true} {
 		t.Run(fmt.Sprintf("holder watch %v", withWatch), func(t *testing.T) {
@@ -106,9 +107,16 @@ func TestObserverAfterLeadershipEnds(t *testing.T) {
 			if err := m.CancelElection("ns", "l"); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(100 * time.Millisecond)
-			if resumed := lists.Load() > before; resumed != withWatch {
-				t.Fatalf("lists %d before the end of leadership, %d after: resumed=%v, want %v", before, lists.Load(), resumed, withWatch)
+			if withWatch {
+				eventually(t, 5*time.Second, "the observer to resume with a list", func() bool { return lists.Load() > before })
+			} else {
+				time.Sleep(100 * time.Millisecond)
+				if lists.Load() != before {
+					t.Fatalf("lists %d before the end of leadership, %d after, with nothing using the observer", before, lists.Load())
+				}
+			}
+			if got, err := m.GetHolder("ns", "l"); err != nil || got.Holder != "" || !got.Exists {
+				t.Fatalf("GetHolder after the release = %+v, %v; want released", got, err)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -29,8 +31,10 @@ type snapshot struct {
 	lastHeldAt time.Time
 	// highestToken is the highest fencing token seen on this lease.
 	highestToken int64
-	// err is the last list or watch error, nil after a success.
-	err error
+	// err is the last list or watch error, nil after a success; errAt is
+	// when it happened.
+	err   error
+	errAt time.Time
 }
 
 // expiry is when the current holder's lease runs out, judged locally.
@@ -65,6 +69,7 @@ type observer struct {
 	// pauseWhileLeading). cancelLoop is nil while it is not running;
 	// loopDone is closed when the last loop started has returned.
 	stopped    bool
+	stoppedCh  chan struct{} // closed by stop
 	pausedBy   any
 	cancelLoop context.CancelFunc
 	loopDone   chan struct{}
@@ -72,7 +77,7 @@ type observer struct {
 
 func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
 	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
-		subs: map[chan struct{}]struct{}{}}
+		subs: map[chan struct{}]struct{}{}, stoppedCh: make(chan struct{})}
 	o.snap.highestToken = highestToken
 	return o
 }
@@ -86,6 +91,9 @@ func (o *observer) start() {
 // stop ends the follow loop for good and waits for it.
 func (o *observer) stop() {
 	o.mu.Lock()
+	if !o.stopped {
+		close(o.stoppedCh)
+	}
 	o.stopped = true
 	o.pauseLocked()
 	done := o.loopDone
@@ -110,18 +118,29 @@ func (o *observer) pauseWhileLeading(leader any) {
 	o.pauseLocked()
 }
 
-// leadingEnded resumes the follow loop paused for leader. The election calls
-// it after giving up its share of the observer, so an observer nobody else
-// uses is stopped rather than resumed; a later pause by another election is
-// left alone.
-func (o *observer) leadingEnded(leader any) {
+// leadingEnded lifts the pause made for leader, and resumes the follow loop
+// when resume is set: the election calls it after giving up its share of
+// the observer, with resume set only when something else still uses it, so
+// that an observer nobody uses sends no list (it resumes when next used:
+// see start). A later pause by another election is left alone.
+func (o *observer) leadingEnded(leader any, resume bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pausedBy != leader {
 		return
 	}
 	o.pausedBy = nil
-	o.resumeLocked()
+	if resume {
+		o.resumeLocked()
+	}
+}
+
+// lowerResync shortens the watch's life to resync if that is shorter: the
+// observer serves the user that needs the shortest.
+func (o *observer) lowerResync(resync time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.resync = min(o.resync, resync)
 }
 
 func (o *observer) pauseLocked() {
@@ -131,11 +150,11 @@ func (o *observer) pauseLocked() {
 	}
 }
 
-// resumeLocked starts a follow loop unless one runs or the observer is
-// stopped. The new loop first waits for the previous one to return, so
+// resumeLocked starts a follow loop unless one runs, the observer is
+// stopped, or an election of this process leads the lease. The new loop first waits for the previous one to return, so
 // that loops never overlap and stop needs to wait for the last one only.
 func (o *observer) resumeLocked() {
-	if o.stopped || o.cancelLoop != nil {
+	if o.stopped || o.cancelLoop != nil || o.pausedBy != nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -154,6 +173,38 @@ func (o *observer) snapshot() snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.snap
+}
+
+// errNotSynced: the observer gave no answer in time, or was stopped first.
+var errNotSynced = errors.New("no answer from the API server")
+
+// awaitSynced returns the snapshot once the first list has succeeded, or
+// the error of the last failed list (the loop goes on retrying, so a later
+// call may succeed), or an error after timeout.
+func (o *observer) awaitSynced(timeout time.Duration) (snapshot, error) {
+	if s := o.snapshot(); s.synced {
+		return s, nil
+	}
+	ch := o.subscribe()
+	defer o.unsubscribe(ch)
+	t := o.clock.NewTimer(timeout)
+	defer t.Stop()
+	for {
+		s := o.snapshot()
+		switch {
+		case s.synced:
+			return s, nil
+		case s.err != nil:
+			return s, s.err
+		}
+		select {
+		case <-ch:
+		case <-o.stoppedCh:
+			return s, fmt.Errorf("%w: stopped before the first list", errNotSynced)
+		case <-t.C():
+			return s, fmt.Errorf("%w within %v", errNotSynced, timeout)
+		}
+	}
 }
 
 // subscribe returns a channel that receives a value (coalesced) after every
@@ -220,7 +271,7 @@ func (o *observer) failed(err error) {
 	logf(level, "following lease %s: %v (retrying)", o.name, err)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.snap.err = err
+	o.snap.err, o.snap.errAt = err, o.clock.Now()
 	o.notifyLocked()
 }
 
@@ -303,8 +354,11 @@ func (o *observer) list(ctx context.Context) (string, error) {
 // o.resync, which bounds how long a silently broken watch goes unnoticed),
 // and returns the resource version to resume from.
 func (o *observer) watch(ctx context.Context, rv string) (string, error) {
-	timeout := int64(o.resync / time.Second)
-	wctx, cancel := context.WithTimeout(ctx, o.resync+requestTimeout)
+	o.mu.Lock()
+	resync := o.resync
+	o.mu.Unlock()
+	timeout := int64(resync / time.Second)
+	wctx, cancel := context.WithTimeout(ctx, resync+requestTimeout)
 	defer cancel()
 	o.stats.observerRequests.Add(1)
 	w, err := o.leases.Watch(wctx, metav1.ListOptions{

@@ -104,20 +104,20 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	default:
 	}
 
-	o.leadingEnded(other) // not the election that paused it
+	o.leadingEnded(other, true) // not the election that paused it
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-watches:
 		t.Fatal("another election's end resumed the watch")
 	default:
 	}
-	o.leadingEnded(leader)
+	o.leadingEnded(leader, true)
 	second := awaitWatch(t, watches)
 	if lists.Load() != listsWhileLeading+1 {
 		t.Errorf("lists: %d before resuming, %d after; want one list on resuming", listsWhileLeading, lists.Load())
 	}
 	o.pauseWhileLeading(leader)
-	o.leadingEnded(leader) // a quick flip: the next loop starts after the last one returned
+	o.leadingEnded(leader, true) // a quick flip: the next loop starts after the last one returned
 	eventually(t, 5*time.Second, "the second watch to stop", second.IsStopped)
 	awaitWatch(t, watches)
 	if s := o.snapshot(); s.err != nil || o.stats.watchRestarts.Load() != 0 {
@@ -125,7 +125,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	}
 	o.pauseWhileLeading(leader)
 	o.stop()
-	o.leadingEnded(leader) // after stop: nothing starts again
+	o.leadingEnded(leader, true) // after stop: nothing starts again
 	time.Sleep(50 * time.Millisecond)
 	select {
 	case <-watches:

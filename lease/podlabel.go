@@ -51,9 +51,7 @@ func (m *Manager) RemovePodLabel(ns, pod, key string) error {
 // patchPodLabel sends {"metadata":{"labels":{key: value}}}; a null value
 // removes the label.
 func (m *Manager) patchPodLabel(ns, pod, key string, value *string) error {
-	m.mu.Lock()
-	client, err := m.clientLocked()
-	m.mu.Unlock()
+	client, err := m.client()
 	if err != nil {
 		return err
 	}

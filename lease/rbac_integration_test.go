@@ -186,6 +186,7 @@ func captureLogs(t *testing.T, level Level) *logCapture {
 // prove anything (no request logged).
 func (c *logCapture) requireNoSecrets(t *testing.T, token string, keyPEM []byte) {
 	t.Helper()
+	flushLogs()
 	c.mu.Lock()
 	logs := c.buf.String()
 	c.mu.Unlock()

@@ -25,6 +25,14 @@ type leaseStats struct {
 	watchRestarts    atomic.Int64
 	watchCallbacks   atomic.Int64
 	observerRequests atomic.Int64
+	campaigns        atomic.Int64 // elections started
+	watchesStarted   atomic.Int64
+	conflicts        atomic.Int64 // acquisitions refused with 409 (another writer was first)
+}
+
+// unusedByElectionsAndWatches: only GetHolder ever asked about this lease.
+func (s *leaseStats) unusedByElectionsAndWatches() bool {
+	return s.campaigns.Load() == 0 && s.watchesStarted.Load() == 0
 }
 
 func (s *leaseStats) renewed(took time.Duration) {
@@ -76,6 +84,7 @@ type ElectionStats struct {
 	Renewals     int64            `json:"renewals"`
 	RenewErrors  int64            `json:"renew_errors"`
 	APIErrors    int64            `json:"api_errors"`
+	Conflicts    int64            `json:"conflicts"`
 	RenewLastMs  float64          `json:"renew_latency_last_ms"`
 	RenewMaxMs   float64          `json:"renew_latency_max_ms"`
 	RenewMeanMs  float64          `json:"renew_latency_mean_ms"`
@@ -103,7 +112,7 @@ func (m *Manager) Stats() []LeaseStats {
 			Callbacks: s.watchCallbacks.Load(), Restarts: s.watchRestarts.Load(), Requests: s.observerRequests.Load()}
 		if acq, renewals := s.acquisitions.Load(), s.renewals.Load(); acq > 0 || m.elections[key] != nil {
 			es := &ElectionStats{Acquisitions: acq, Releases: s.releases.Load(), Renewals: renewals,
-				RenewErrors: s.renewErrors.Load(), APIErrors: s.apiErrors.Load(),
+				RenewErrors: s.renewErrors.Load(), APIErrors: s.apiErrors.Load(), Conflicts: s.conflicts.Load(),
 				RenewLastMs: ms(s.renewNanosLast.Load()), RenewMaxMs: ms(s.renewNanosMax.Load()),
 				Losses: map[string]int64{"renew_deadline": s.lossDeadline.Load(), "deleted": s.lossDeleted.Load(),
 					"taken": s.lossTaken.Load(), "edited": s.lossEdited.Load()}}

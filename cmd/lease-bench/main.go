@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,9 +30,14 @@ type options struct {
 	quick         bool
 	jsonPath      string
 	abiProgram    string
+	candidate     string
 	library       string
 	useKubeconfig bool
+	sections      map[string]bool
 }
+
+// sectionNames are the parts of the benchmark, all run by default.
+var sectionNames = []string{"elected", "handoff", "failover", "steady", "abi", "user", "scale"}
 
 var (
 	fast = lease.Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
@@ -51,8 +57,23 @@ func main() {
 	flag.StringVar(&o.jsonPath, "json", "build/bench.json", "where to write the samples")
 	flag.StringVar(&o.abiProgram, "abi-bench", "build/bin/abi-bench", "the C program that measures the ABI")
 	flag.StringVar(&o.library, "lib", "build/libk8s_lease_wrapper.so", "the shipped library (its size is reported)")
+	flag.StringVar(&o.candidate, "candidate", "build/bin/lease-candidate", "the C++ replica program (tests/cpp/lease_candidate.cpp) for the user-pattern table")
+	only := flag.String("only", "", "comma-separated sections to run ("+strings.Join(sectionNames, ",")+"); empty: all")
 	flag.BoolVar(&o.useKubeconfig, "use-kubeconfig", false, "use $KUBECONFIG instead of starting envtest-server")
 	flag.Parse()
+	o.sections = map[string]bool{}
+	for _, name := range sectionNames {
+		o.sections[name] = *only == ""
+	}
+	for _, name := range strings.Split(*only, ",") {
+		if _, known := o.sections[name]; name != "" && !known {
+			fmt.Fprintf(os.Stderr, "lease-bench: -only: unknown section %q (known: %s)\n", name, strings.Join(sectionNames, ","))
+			os.Exit(2)
+		}
+		if name != "" {
+			o.sections[name] = true
+		}
+	}
 	lease.SetLogSink(nil) // client-go's klog through our quiet default (warnings and errors only)
 	var err error
 	if *childScale > 0 {
@@ -130,6 +151,13 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 	}
 	both := []impl{ours, clientGo}
 
+	userWindow, userKills, userTerms := 60*time.Second, 8, 15
+	if o.quick {
+		userWindow, userKills, userTerms = 15*time.Second, 2, 3
+	}
+	if !o.sections["elected"] {
+		n = 0
+	}
 	progress("time to elected on a free lease (n=%d each)", n)
 	for i := 0; i < n; i++ {
 		for _, w := range both {
@@ -142,6 +170,9 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 	}
 	for _, t := range []lease.Timing{fast, slow} {
 		for _, standbys := range []int{1, 5} {
+			if !o.sections["handoff"] {
+				continue
+			}
 			progress("graceful hand-off, %s, %d standbys (n=%d each)", timingName(t), standbys, n)
 			for i := 0; i < n; i++ {
 				for _, w := range both {
@@ -158,6 +189,9 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 		t lease.Timing
 		n int
 	}{{fast, nFailFast}, {slow, nFailSlow}} {
+		if !o.sections["failover"] {
+			continue
+		}
 		progress("crash fail-over, %s (n=%d each)", timingName(tc.t), tc.n)
 		for i := 0; i < tc.n; i++ {
 			for _, w := range both {
@@ -169,8 +203,11 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			}
 		}
 	}
-	progress("steady-state requests/s at %s over %v", timingName(slow), steadyWindow)
 	for _, w := range both {
+		if !o.sections["steady"] {
+			continue
+		}
+		progress("steady-state requests/s at %s over %v, %s", timingName(slow), steadyWindow, w)
 		leader, standbys, err := b.steadyRequests(w, slow, steadyWindow)
 		if err != nil {
 			return err
@@ -180,14 +217,25 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.add("standby requests/s (each of 5), "+timingName(slow), w, "req/s", r)
 		}
 	}
-	if costs, err := abiCosts(o.abiProgram, kubeconfig); err != nil {
+	if !o.sections["abi"] {
+	} else if costs, err := abiCosts(o.abiProgram, kubeconfig); err != nil {
 		progress("ABI costs skipped: %v", err)
 	} else {
 		b.add("IsLeader from C", ours, "µs/call", costs["isleader_ns"]/1000)
-		b.add("GetHolder from C, observed lease", ours, "µs/call", costs["getholder_observed_ns"]/1000)
-		b.add("GetHolder from C, unobserved lease (one GET)", ours, "µs/call", costs["getholder_unobserved_ns"]/1000)
+		b.add("GetHolder from C, lease of an election of this process", ours, "µs/call", costs["getholder_observed_ns"]/1000)
+		b.add("GetHolder from C, first call on a lease (a list, then a watch)", ours, "µs/call", costs["getholder_first_ns"]/1000)
+		b.add("GetHolder from C, lease asked about before (no election or watch)", ours, "µs/call", costs["getholder_asked_before_ns"]/1000)
+	}
+	if o.sections["user"] {
+		progress("user pattern: 3 replicas, 5/3/1 s, requests over %v, %d SIGKILLs, %d SIGTERMs", userWindow, userKills, userTerms)
+		if err := b.userPattern(o.candidate, kubeconfig, userWindow, userKills, userTerms); err != nil {
+			return err
+		}
 	}
 	for _, s := range scales {
+		if !o.sections["scale"] {
+			continue
+		}
 		for _, w := range both {
 			progress("%d elections as leader in one process, %s, window %v", s, w, scaleWindow)
 			res, err := runScale(kubeconfig, w, s, scaleWindow)
@@ -206,7 +254,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.add(label+": leaderships lost in window", w, "count", lost)
 		}
 	}
-	if info, err := os.Stat(o.library); err == nil {
+	if info, err := os.Stat(o.library); err == nil && o.sections["scale"] {
 		b.add("shipped .so size (stripped)", ours, "MB", float64(info.Size())/1e6)
 	}
 	return nil

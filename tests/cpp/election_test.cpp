@@ -2,6 +2,7 @@
 // through the C ABI.
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <future>
@@ -189,8 +190,13 @@ TEST(Election, LoggerAndStats) {
   ASSERT_EQ(K8sLeaseWaitElected(S(ns), S(l), 10, nullptr, err.out()), 0) << err.str();
   std::this_thread::sleep_for(std::chrono::milliseconds(900));  // two renewals
   ASSERT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
-  EXPECT_TRUE(logs.Has(2, "logged elected")) << "no info line about the election";
-  EXPECT_TRUE(logs.Has(2, "logged released"));
+  // Lines reach the callback on the library's own thread, soon after.
+  auto eventually_has = [&logs](int level, const std::string& part) {
+    for (int i = 0; i < 200 && !logs.Has(level, part); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return logs.Has(level, part);
+  };
+  EXPECT_TRUE(eventually_has(2, "logged elected")) << "no info line about the election";
+  EXPECT_TRUE(eventually_has(2, "logged released"));
 
   char* json = nullptr;
   ASSERT_EQ(K8sLeaseStats(&json, err.out()), 0) << err.str();
@@ -207,5 +213,41 @@ TEST(Election, LoggerAndStats) {
   EXPECT_EQ(K8sLeaseSetLogLevel(13, err.out()), -1);
   EXPECT_NE(err.str().find("log level"), std::string::npos) << err.str();
   ASSERT_EQ(K8sLeaseSetLogger(nullptr, nullptr, err.out()), 0) << err.str();  // back to stderr
+  ASSERT_EQ(K8sLeaseSetLogLevel(1, err.out()), 0) << err.str();
+}
+
+namespace {
+
+// A log callback that calls back into the library on every line, as a host
+// that reports its state with each log line would.
+struct ReentrantLogger {
+  std::string ns, lease;
+  std::atomic<int> calls{0};
+  static void Callback(void* ctx, int, const char*, size_t) noexcept {
+    auto* self = static_cast<ReentrantLogger*>(ctx);
+    char* json = nullptr;
+    if (K8sLeaseStats(&json, nullptr) == 0) K8sLeaseFree(json);
+    K8sLeaseIsLeader(S(self->ns), S(self->lease), nullptr, nullptr, nullptr);
+    K8sLeaseSetLogLevel(2, nullptr);
+    self->calls++;
+  }
+};
+
+}  // namespace
+
+TEST(Election, LogCallbackMayCallTheLibrary) {
+  ErrMsg err;
+  ReentrantLogger logger;
+  logger.ns = kNamespace;
+  logger.lease = UniqueLease("reentrant-log");
+  ASSERT_EQ(K8sLeaseSetLogger(&logger, &ReentrantLogger::Callback, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseSetLogLevel(2, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseRunElectionMs(S(logger.ns), S(logger.lease), S("reentrant"), 2000, 1500, 400, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeaseWaitElected(S(logger.ns), S(logger.lease), 10, nullptr, err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeader(S(logger.ns), S(logger.lease), nullptr, nullptr, err.out()), 1) << err.str();
+  ASSERT_EQ(K8sLeaseCancelElection(S(logger.ns), S(logger.lease), err.out()), 0) << err.str();
+  for (int i = 0; i < 200 && logger.calls < 2; i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(logger.calls.load(), 2) << "the elected and released lines were not delivered";
+  ASSERT_EQ(K8sLeaseSetLogger(nullptr, nullptr, err.out()), 0) << err.str();  // waits for a call in progress
   ASSERT_EQ(K8sLeaseSetLogLevel(1, err.out()), 0) << err.str();
 }

@@ -16,8 +16,18 @@
 // usage: lease_candidate --namespace NS --lease NAME --identity ID --log FILE
 //          [--seconds N] [--timing LEASE_MS,RENEW_MS,RETRY_MS]
 //          [--hold MIN_MS-MAX_MS | --hold forever]
+//          [--pattern campaign | --pattern poll] [--pod NAME]
 //   --seconds 0 (default) runs until SIGTERM. --hold forever keeps the lease
 //   until it is lost; otherwise each term is released after a random time.
+//   --pattern poll drives the library as our first user's master does
+//   (Mooncake's K8sLeaderCoordinator): read the holder with GetHolder; with
+//   no holder, RunElection + WaitElected(10 s) and CancelElection on a
+//   timeout; with one, poll GetHolder every 200 ms until (holder, token)
+//   changes; as leader, block in WaitLost. It holds until the lease is lost
+//   or SIGTERM. With --pod it clears the label k8s-lease.test/role on that
+//   Pod before calling anything else (no K8sLeaseInit first, as the master
+//   does), sets it to "leader" when elected and clears it on loss; a label
+//   call that fails is reported on stderr as "label error: ...".
 #include <fcntl.h>
 #include <signal.h>
 #include <time.h>
@@ -48,6 +58,8 @@ struct Options {
   long long lease_ms = 2000, renew_ms = 1500, retry_ms = 400;
   long long hold_min_ms = 50, hold_max_ms = 300;
   bool hold_forever = false;
+  bool poll = false;  // --pattern poll
+  std::string pod;
 };
 
 int g_log_fd = -1;
@@ -153,6 +165,11 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (k == "--seconds") o->seconds = atoll(v);
     else if (k == "--timing") {
       if (sscanf(v, "%lld,%lld,%lld", &o->lease_ms, &o->renew_ms, &o->retry_ms) != 3) return false;
+    } else if (k == "--pattern") {
+      if (std::string(v) == "poll") o->poll = true;
+      else if (std::string(v) != "campaign") return false;
+    } else if (k == "--pod") {
+      o->pod = v;
     } else if (k == "--hold") {
       if (std::string(v) == "forever") o->hold_forever = true;
       else if (!ParseRange(v, &o->hold_min_ms, &o->hold_max_ms)) return false;
@@ -167,19 +184,13 @@ class Candidate {
 
   int Run() {
     char* err = nullptr;
+    if (o_.poll) SetLabel(false);  // before any Init, as the master does
     if (K8sLeaseInit(&err) != 0) return Fail("init", err);
     Worker worker(o_);
     worker_ = &worker;
     std::thread stopper([this] { StopOnSignal(); });
     long long end = o_.seconds > 0 ? MonoNs() + o_.seconds * 1000000000LL : 0;
-    int rc = 0;
-    while (!stopping_ && (end == 0 || MonoNs() < end)) {
-      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
-        rc = Fail("run", err);
-        break;
-      }
-      if (!Term(end)) break;
-    }
+    int rc = o_.poll ? RunPoll() : RunCampaigns(end);
     Stop();  // also wakes the stopper thread
     stopper.join();
     worker_ = nullptr;
@@ -189,6 +200,103 @@ class Candidate {
   }
 
  private:
+  // The default pattern: one campaign after another, each held for a while.
+  int RunCampaigns(long long end) {
+    char* err = nullptr;
+    int rc = 0;
+    while (!stopping_ && (end == 0 || MonoNs() < end)) {
+      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+        rc = Fail("run", err);
+        break;
+      }
+      if (!Term(end)) break;
+    }
+    return rc;
+  }
+
+  // (holder, token) as the master's ReadCurrentView sees it.
+  struct View {
+    bool ok = false;
+    std::string holder;  // "" when there is no leader
+    long long token = 0;
+    bool operator!=(const View& o) const { return holder != o.holder || token != o.token; }
+  };
+
+  View ReadView() {
+    View v;
+    char* holder = nullptr;
+    char* err = nullptr;
+    int rc = K8sLeaseGetHolder(Ns(), Lease(), &holder, &v.token, &err);
+    if (rc < 0) {
+      fprintf(stderr, "lease_candidate %d: get holder: %s\n", getpid(), TakeMessage(err).c_str());
+      return v;
+    }
+    v.ok = true;
+    v.holder = holder ? holder : "";
+    K8sLeaseFree(holder);
+    return v;
+  }
+
+  // The master's WaitForViewChange: GetHolder every 200 ms until the view
+  // differs from known (or the process stops).
+  void WaitForViewChange(const View& known) {
+    while (!stopping_) {
+      usleep(200000);
+      View v = ReadView();
+      if (v.ok && v != known) return;
+    }
+  }
+
+  // Our first user's loop (see the usage above).
+  int RunPoll() {
+    char* err = nullptr;
+    const int wait_elected_sec = 10;
+    while (!stopping_) {
+      View view = ReadView();
+      if (!view.ok) {
+        usleep(1000000);
+        continue;
+      }
+      if (!view.holder.empty()) {
+        WaitForViewChange(view);
+        continue;
+      }
+      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+        Fail("run", err);
+        usleep(1000000);
+        continue;
+      }
+      long long token = 0;
+      if (K8sLeaseWaitElected(Ns(), Lease(), wait_elected_sec, &token, &err) != 0) {
+        TakeMessage(err);
+        if (stopping_) break;
+        if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
+        View seen = ReadView();  // contended: wait for the view to change
+        if (seen.ok) WaitForViewChange(seen);
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopping_) break;
+        Log(MonoNs(), "elected", token);
+      }
+      SetLabel(true);
+      if (!AwaitLoss(token)) break;  // cancelled by the stopper
+      SetLabel(false);
+    }
+    return 0;
+  }
+
+  // The leader label on --pod: set when elected, cleared otherwise.
+  void SetLabel(bool leader) {
+    if (o_.pod.empty()) return;
+    char* err = nullptr;
+    const char* key = "k8s-lease.test/role";
+    int rc = leader ? K8sPatchPodLabel(Ns(), (char*)o_.pod.c_str(), (char*)key, (char*)"leader", &err)
+                    : K8sRemovePodLabel(Ns(), (char*)o_.pod.c_str(), (char*)key, &err);
+    if (rc != 0) fprintf(stderr, "lease_candidate %d: label error: %s\n", getpid(), TakeMessage(err).c_str());
+  }
+
   char* Ns() { return (char*)o_.ns.c_str(); }
   char* Lease() { return (char*)o_.lease.c_str(); }
 
@@ -287,7 +395,8 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &o)) {
     fprintf(stderr,
             "usage: %s --namespace NS --lease NAME --identity ID --log FILE [--seconds N]"
-            " [--timing LEASE_MS,RENEW_MS,RETRY_MS] [--hold MIN_MS-MAX_MS|forever]\n",
+            " [--timing LEASE_MS,RENEW_MS,RETRY_MS] [--hold MIN_MS-MAX_MS|forever]"
+            " [--pattern campaign|poll] [--pod NAME]\n",
             argv[0]);
     return 2;
   }

@@ -71,6 +71,8 @@ func newScenario(t *testing.T, tm timing) *scenario {
 type candOpts struct {
 	hold    string // "forever" (default) or "MIN-MAX" ms
 	proxied bool
+	poll    bool   // our first user's call pattern (lease_candidate --pattern poll)
+	pod     string // the Pod whose leader label it keeps (poll only)
 }
 
 // start launches a candidate with identity id.
@@ -91,8 +93,15 @@ func (s *scenario) start(id string, o candOpts) *proc {
 			s.t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(candidate, "--namespace", namespace, "--lease", s.lease, "--identity", id,
-		"--log", s.log, "--timing", s.timing.flag(), "--hold", o.hold)
+	args := []string{"--namespace", namespace, "--lease", s.lease, "--identity", id,
+		"--log", s.log, "--timing", s.timing.flag(), "--hold", o.hold}
+	if o.poll {
+		args = append(args, "--pattern", "poll")
+	}
+	if o.pod != "" {
+		args = append(args, "--pod", o.pod)
+	}
+	cmd := exec.Command(candidate, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr

@@ -1,0 +1,81 @@
+// Finds a second Go runtime in the process. Every Go c-shared library
+// exports its own _cgo_wait_runtime_init_done; a loaded object other than
+// the one holding this code that defines one is another Go runtime.
+//
+// dl_iterate_phdr runs its callback with glibc's loader lock held, so the
+// callback only copies the objects' names and base addresses; dlopen,
+// dlsym and dladdr run after it has returned. (Calling them inside could
+// deadlock against a host thread's dlopen, e.g. of an NSS module.)
+#include <dlfcn.h>
+#include <link.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtimecheck.h"
+
+struct loaded_objects {
+  char** names;
+  uintptr_t* bases;
+  size_t n, cap;
+  int failed;
+};
+
+static int collect(struct dl_phdr_info* info, size_t size, void* data) {
+  struct loaded_objects* objs = (struct loaded_objects*)data;
+  (void)size;
+  if (info->dlpi_name == NULL || info->dlpi_name[0] == 0) return 0;
+  if (objs->n == objs->cap) {
+    size_t cap = objs->cap ? 2 * objs->cap : 32;
+    char** names = (char**)realloc(objs->names, cap * sizeof(char*));
+    if (names == NULL) return objs->failed = 1;
+    objs->names = names;
+    uintptr_t* bases = (uintptr_t*)realloc(objs->bases, cap * sizeof(uintptr_t));
+    if (bases == NULL) return objs->failed = 1;
+    objs->bases = bases;
+    objs->cap = cap;
+  }
+  char* name = strdup(info->dlpi_name);
+  if (name == NULL) return objs->failed = 1;
+  objs->names[objs->n] = name;
+  objs->bases[objs->n] = (uintptr_t)info->dlpi_addr;
+  objs->n++;
+  return 0;
+}
+
+// The runtime symbol of the object that holds this code.
+static void* own_runtime_symbol(void) {
+  Dl_info self;
+  if (dladdr((void*)&own_runtime_symbol, &self) == 0 || self.dli_fname == NULL) return NULL;
+  void* me = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  if (me == NULL) return NULL;
+  void* sym = dlsym(me, "_cgo_wait_runtime_init_done");
+  dlclose(me);
+  return sym;
+}
+
+__attribute__((visibility("hidden"))) char* k8s_lease_other_go_runtime(int* failed) {
+  struct loaded_objects objs = {NULL, NULL, 0, 0, 0};
+  char* other = NULL;
+  void* ours = own_runtime_symbol();
+  if (ours == NULL) {  // cannot tell our runtime from another's
+    *failed = 1;
+    return NULL;
+  }
+  dl_iterate_phdr(collect, &objs);
+  *failed = objs.failed;
+  for (size_t i = 0; i < objs.n && other == NULL && !objs.failed; i++) {
+    void* h = dlopen(objs.names[i], RTLD_LAZY | RTLD_NOLOAD);
+    if (h == NULL) continue;
+    void* sym = dlsym(h, "_cgo_wait_runtime_init_done");
+    Dl_info where;
+    if (sym != NULL && sym != ours && dladdr(sym, &where) != 0 && (uintptr_t)where.dli_fbase == objs.bases[i]) {
+      other = objs.names[i];
+      objs.names[i] = NULL;
+    }
+    dlclose(h);
+  }
+  for (size_t i = 0; i < objs.n; i++) free(objs.names[i]);
+  free(objs.names);
+  free(objs.bases);
+  return other;
+}

@@ -1,0 +1,36 @@
+/* The header cgo generates beside the library is what our first user's
+ * build includes: it must compile as strict C11 with every warning an
+ * error, and declare every function with the signature of
+ * include/k8s_lease.h (a mismatch is an incompatible-pointer error here). */
+#include "libk8s_lease_wrapper.h"
+
+struct k8s_lease_functions {
+  int (*init)(char**);
+  int (*run_election)(char*, char*, char*, int, int, int, char**);
+  int (*run_election_ms)(char*, char*, char*, long long, long long, long long, char**);
+  int (*wait_elected)(char*, char*, int, long long*, char**);
+  int (*wait_lost)(char*, char*, char**);
+  int (*cancel_election)(char*, char*, char**);
+  int (*is_leader)(char*, char*, long long*, long long*, char**);
+  int (*get_holder)(char*, char*, char**, long long*, char**);
+  int (*watch_holder)(char*, char*, void*, holder_change_cb_t, char**);
+  int (*cancel_watch)(char*, char*, char**);
+  int (*patch_pod_label)(char*, char*, char*, char*, char**);
+  int (*remove_pod_label)(char*, char*, char*, char**);
+  int (*shutdown)(int, char**);
+  int (*set_logger)(void*, k8s_lease_log_cb_t, char**);
+  int (*set_log_level)(int, char**);
+  int (*stats)(char**, char**);
+  void (*free_string)(void*);
+  char* (*version)(void);
+};
+
+int main(void) {
+  struct k8s_lease_functions f = {
+      K8sLeaseInit,      K8sLeaseRunElection, K8sLeaseRunElectionMs, K8sLeaseWaitElected, K8sLeaseWaitLost,
+      K8sLeaseCancelElection, K8sLeaseIsLeader, K8sLeaseGetHolder,   K8sLeaseWatchHolder, K8sLeaseCancelWatch,
+      K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
+      K8sLeaseStats,     K8sLeaseFree,        K8sLeaseVersion,
+  };
+  return f.version == 0;
+}

@@ -1,0 +1,10 @@
+// The generated header, included from C++ with every warning an error.
+#include "libk8s_lease_wrapper.h"
+
+int main() {
+  holder_change_cb_t holder_cb = nullptr;
+  k8s_lease_log_cb_t log_cb = nullptr;
+  int (*watch)(char*, char*, void*, holder_change_cb_t, char**) = K8sLeaseWatchHolder;
+  int (*logger)(void*, k8s_lease_log_cb_t, char**) = K8sLeaseSetLogger;
+  return holder_cb != nullptr || log_cb != nullptr || watch == nullptr || logger == nullptr;
+}
