@@ -176,7 +176,7 @@ func K8sLeaseRunElection(ns, leaseName, identity *C.char, leaseDurationSec, rene
 		if err != nil {
 			return -1, err
 		}
-		return runElection(ns, leaseName, identity, t)
+		return runElection(ns, leaseName, identity, t, nil)
 	})
 }
 
@@ -187,17 +187,37 @@ func K8sLeaseRunElectionMs(ns, leaseName, identity *C.char, leaseDurationMs, ren
 		if err != nil {
 			return -1, err
 		}
-		return runElection(ns, leaseName, identity, t)
+		return runElection(ns, leaseName, identity, t, nil)
 	})
 }
 
-func runElection(ns, leaseName, identity *C.char, t lease.Timing) (int, error) {
+//export K8sLeaseRunElectionMsId
+func K8sLeaseRunElectionMsId(ns, leaseName, identity *C.char, leaseDurationMs, renewDeadlineMs, retryPeriodMs C.longlong, electionId *C.longlong, errMsg **C.char) C.int {
+	if electionId != nil {
+		*electionId = 0
+	}
+	return export(errMsg, func() (int, error) {
+		t, err := lease.TimingFromMillis(int64(leaseDurationMs), int64(renewDeadlineMs), int64(retryPeriodMs))
+		if err != nil {
+			return -1, err
+		}
+		return runElection(ns, leaseName, identity, t, electionId)
+	})
+}
+
+func runElection(ns, leaseName, identity *C.char, t lease.Timing, electionId *C.longlong) (int, error) {
 	s, err := goStrings([]string{"namespace", "lease name", "identity"}, ns, leaseName, identity)
 	if err != nil {
 		return -1, err
 	}
-	_, err = lib.RunElection(s[0], s[1], s[2], t)
-	return 0, err
+	e, err := lib.RunElection(s[0], s[1], s[2], t)
+	if err != nil {
+		return -1, err
+	}
+	if electionId != nil {
+		*electionId = C.longlong(e.ID())
+	}
+	return 0, nil
 }
 
 // election finds the election on ns/leaseName; nil (no error) when there is none.
@@ -252,12 +272,26 @@ func K8sLeaseWaitLost(ns, leaseName *C.char, errMsg **C.char) C.int {
 
 //export K8sLeaseCancelElection
 func K8sLeaseCancelElection(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return cancelElection(ns, leaseName, 0, errMsg)
+}
+
+//export K8sLeaseCancelElectionId
+func K8sLeaseCancelElectionId(ns, leaseName *C.char, electionId C.longlong, errMsg **C.char) C.int {
+	if electionId <= 0 {
+		return export(errMsg, func() (int, error) {
+			return -1, fmt.Errorf("%w: electionId: must be > 0, got %d", lease.ErrInvalidArgument, electionId)
+		})
+	}
+	return cancelElection(ns, leaseName, int64(electionId), errMsg)
+}
+
+func cancelElection(ns, leaseName *C.char, id int64, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
 			return -1, err
 		}
-		return 0, lib.CancelElection(s[0], s[1])
+		return 0, lib.CancelElectionID(s[0], s[1], id)
 	})
 }
 
@@ -323,6 +357,18 @@ func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, leaseTran
 
 //export K8sLeaseWatchHolder
 func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, errMsg **C.char) C.int {
+	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, nil, errMsg)
+}
+
+//export K8sLeaseWatchHolderId
+func K8sLeaseWatchHolderId(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
+	if watchId != nil {
+		*watchId = 0
+	}
+	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, watchId, errMsg)
+}
+
+func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
@@ -332,10 +378,16 @@ func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, call
 			return -1, fmt.Errorf("%w: callbackFunc: must not be NULL", lease.ErrInvalidArgument)
 		}
 		// callbackCtx is the host's C pointer, opaque to us and never dereferenced.
-		_, err = lib.WatchHolder(s[0], s[1], func(st lease.HolderState) {
+		w, err := lib.WatchHolder(s[0], s[1], func(st lease.HolderState) {
 			callHolderCallback(callbackFunc, callbackCtx, st)
 		})
-		return 0, err
+		if err != nil {
+			return -1, err
+		}
+		if watchId != nil {
+			*watchId = C.longlong(w.ID())
+		}
+		return 0, nil
 	})
 }
 
@@ -352,12 +404,26 @@ func callHolderCallback(cb C.holder_change_cb_t, ctx unsafe.Pointer, st lease.Ho
 
 //export K8sLeaseCancelWatch
 func K8sLeaseCancelWatch(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return cancelWatch(ns, leaseName, 0, errMsg)
+}
+
+//export K8sLeaseCancelWatchId
+func K8sLeaseCancelWatchId(ns, leaseName *C.char, watchId C.longlong, errMsg **C.char) C.int {
+	if watchId <= 0 {
+		return export(errMsg, func() (int, error) {
+			return -1, fmt.Errorf("%w: watchId: must be > 0, got %d", lease.ErrInvalidArgument, watchId)
+		})
+	}
+	return cancelWatch(ns, leaseName, int64(watchId), errMsg)
+}
+
+func cancelWatch(ns, leaseName *C.char, id int64, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
 			return -1, err
 		}
-		return 0, lib.CancelWatch(s[0], s[1])
+		return 0, lib.CancelWatchID(s[0], s[1], id)
 	})
 }
 

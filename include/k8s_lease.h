@@ -112,6 +112,16 @@ int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long l
                           long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
 
 /*
+ * K8sLeaseRunElectionMsId - K8sLeaseRunElectionMs that also sets
+ * *electionId (may be NULL) to this candidacy's id: > 0, unique in the
+ * process. An object that starts an election and must end only that one
+ * (never a later election on the same lease, such as the one that replaced
+ * it) ends it with K8sLeaseCancelElectionId.
+ */
+int K8sLeaseRunElectionMsId(char* ns, char* leaseName, char* identity, long long leaseDurationMs,
+                            long long renewDeadlineMs, long long retryPeriodMs, long long* electionId, char** errMsg);
+
+/*
  * K8sLeaseWaitElected - block until this process leads ns/leaseName, for at
  * most timeoutSec (> 0) seconds. On success *leaseTransitions is the fencing
  * token. Returns 0 (leader), or -1 when: there is no election on the lease,
@@ -146,6 +156,15 @@ int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
 int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
+
+/*
+ * K8sLeaseCancelElectionId - K8sLeaseCancelElection for the election with
+ * id electionId (from K8sLeaseRunElectionMsId) only: when another election
+ * now runs on ns/leaseName, it is left alone and 0 is returned, as when that
+ * election already ended.
+ * Returns 0, or -1 (bad argument, electionId <= 0, release failed).
+ */
+int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
 
 /*
  * K8sLeaseIsLeader - whether this process leads ns/leaseName right now. No
@@ -201,15 +220,35 @@ int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_cha
                         char** errMsg);
 
 /*
+ * K8sLeaseWatchHolderId - K8sLeaseWatchHolder that also sets *watchId (may
+ * be NULL) to this watch's id: > 0, unique in the process; stop it with
+ * K8sLeaseCancelWatchId to stop only that watch.
+ */
+int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
+                          long long* watchId, char** errMsg);
+
+/*
  * K8sLeaseCancelWatch - stop the watch on ns/leaseName. Synchronous: when it
- * returns, no callback of that watch is running or will run, so callbackCtx
- * may be freed. Called from inside that watch's own callback it cannot wait
- * for itself: it returns at once, and no callback runs after the current one
- * returns. (Two callbacks of different watches must not cancel each other's
+ * returns, no callback of that watch (nor of an earlier watch on the lease
+ * still being stopped) is running or will run, so callbackCtx may be freed;
+ * this holds for every caller, also when several threads cancel at once.
+ * Called from inside that watch's own callback it cannot wait for itself: it
+ * returns at once, and no callback runs after the current one returns; a
+ * later K8sLeaseCancelWatch from another thread waits for that callback to
+ * return. (Two callbacks of different watches must not cancel each other's
  * watch: each would wait for the other.) No watch is success.
  * Returns 0, or -1 (bad argument).
  */
 int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
+
+/*
+ * K8sLeaseCancelWatchId - K8sLeaseCancelWatch for the watch with id watchId
+ * (from K8sLeaseWatchHolderId) only, waiting for that watch alone; another
+ * watch now on ns/leaseName is left alone. An id that no longer runs is
+ * success.
+ * Returns 0, or -1 (bad argument, watchId <= 0).
+ */
+int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
 
 /*
  * K8sPatchPodLabel - set label labelKey=labelValue on Pod ns/podName with a
@@ -229,8 +268,10 @@ int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
 /*
  * K8sLeaseShutdown - cancel every election (releasing held leases) and every
  * watch of this process, in parallel, waiting up to timeoutMs (> 0). Watches
- * stop as with K8sLeaseCancelWatch. The library stays usable: new elections
- * and watches may be started afterwards.
+ * stop as with K8sLeaseCancelWatch; called from a holder callback, it does
+ * not wait for that callback (the caller), as K8sLeaseCancelWatch does not.
+ * The library stays usable: new elections and watches may be started
+ * afterwards.
  * Returns 0, or -1 (timeout, a release failed, bad argument).
  */
 int K8sLeaseShutdown(int timeoutMs, char** errMsg);

@@ -121,21 +121,22 @@ inline void Shutdown(std::chrono::milliseconds timeout) {
 }
 
 // Election is one candidacy and at most one term of leadership. Its
-// destructor cancels it (releasing the lease if held). Not copyable or
-// movable: it names one lease of this process.
+// destructor cancels it (releasing the lease if held), and only it: never a
+// later election on the same lease (say the one that replaced it, as in
+// `e = std::make_unique<Election>(...)`). Not copyable or movable.
 class Election {
  public:
   Election(std::string ns, std::string lease, std::string identity, const Timing& t = Timing{})
       : ns_(std::move(ns)), lease_(std::move(lease)), identity_(std::move(identity)) {
     detail::Message m;
-    int rc = K8sLeaseRunElectionMs(detail::c(ns_), detail::c(lease_), detail::c(identity_),
-                                   t.lease_duration.count(), t.renew_deadline.count(), t.retry_period.count(),
-                                   m.out());
+    int rc = K8sLeaseRunElectionMsId(detail::c(ns_), detail::c(lease_), detail::c(identity_),
+                                     t.lease_duration.count(), t.renew_deadline.count(), t.retry_period.count(),
+                                     &id_, m.out());
     detail::check(rc, m, "k8s_lease::Election");
   }
   Election(const Election&) = delete;
   Election& operator=(const Election&) = delete;
-  ~Election() { K8sLeaseCancelElection(detail::c(ns_), detail::c(lease_), nullptr); }
+  ~Election() { K8sLeaseCancelElectionId(detail::c(ns_), detail::c(lease_), id_, nullptr); }
 
   // The fencing token once elected; std::nullopt on timeout (the candidacy
   // is then cancelled), cancel or loss, with the reason in *why.
@@ -169,21 +170,24 @@ class Election {
   // release failed (the lease then simply expires).
   void Cancel() {
     detail::Message m;
-    detail::check(K8sLeaseCancelElection(detail::c(ns_), detail::c(lease_), m.out()), m, "k8s_lease::Cancel");
+    detail::check(K8sLeaseCancelElectionId(detail::c(ns_), detail::c(lease_), id_, m.out()), m, "k8s_lease::Cancel");
   }
 
   const std::string& ns() const { return ns_; }
   const std::string& lease() const { return lease_; }
   const std::string& identity() const { return identity_; }
+  long long id() const { return id_; }
 
  private:
   std::string ns_, lease_, identity_;
+  long long id_ = 0;
 };
 
 // HolderWatch calls back with the current holder, then on every change of
-// (holder, token). The destructor stops the watch synchronously (no callback
-// runs after it returns); destroying the watch from inside its own callback
-// is not allowed (call Shutdown or keep it alive instead).
+// (holder, token). The destructor stops this watch, and only it, and waits
+// until its callback no longer runs (from any thread but the callback's
+// own); destroying the watch from inside its own callback is not allowed
+// (call Shutdown or keep it alive instead). Not copyable or movable.
 class HolderWatch {
  public:
   using Callback = std::function<void(const std::optional<std::string>& holder, long long fencing_token)>;
@@ -191,12 +195,14 @@ class HolderWatch {
   HolderWatch(std::string ns, std::string lease, Callback cb)
       : ns_(std::move(ns)), lease_(std::move(lease)), cb_(std::move(cb)) {
     detail::Message m;
-    detail::check(K8sLeaseWatchHolder(detail::c(ns_), detail::c(lease_), this, &HolderWatch::Shim, m.out()), m,
-                  "k8s_lease::HolderWatch");
+    detail::check(
+        K8sLeaseWatchHolderId(detail::c(ns_), detail::c(lease_), this, &HolderWatch::Shim, &id_, m.out()), m,
+        "k8s_lease::HolderWatch");
   }
   HolderWatch(const HolderWatch&) = delete;
   HolderWatch& operator=(const HolderWatch&) = delete;
-  ~HolderWatch() { K8sLeaseCancelWatch(detail::c(ns_), detail::c(lease_), nullptr); }
+  ~HolderWatch() { K8sLeaseCancelWatchId(detail::c(ns_), detail::c(lease_), id_, nullptr); }
+  long long id() const { return id_; }
 
  private:
   static void Shim(void* ctx, const char* holder, size_t size, int64_t token) noexcept {
@@ -214,6 +220,7 @@ class HolderWatch {
 
   std::string ns_, lease_;
   Callback cb_;
+  long long id_ = 0;
 };
 
 }  // namespace k8s_lease

@@ -32,6 +32,7 @@ const (
 // only a full LeaseDuration after it saw that write, and LeaseDuration >
 // RenewDeadline.
 type Election struct {
+	id          int64 // unique in the process (Manager.CancelElectionID)
 	key         Key
 	identity    string
 	incarnation string
@@ -218,6 +219,9 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 	return err
 }
 
+// ID is the election's id, unique in the process.
+func (e *Election) ID() int64 { return e.id }
+
 // Done is closed when the election's goroutine has exited.
 func (e *Election) Done() <-chan struct{} { return e.runDone }
 
@@ -330,6 +334,12 @@ func (e *Election) acquire(snap snapshot, create bool) error {
 	}
 	var l *coordinationv1.Lease
 	if create {
+		if snap.lastHeld.exists || snap.highestToken > 0 {
+			// The token cannot outlive the object: storage fenced with it
+			// sees the sequence start again above what this process saw.
+			logf(LevelWarning, "lease %s: re-creating the Lease, which was deleted; its fencing token restarts at %d (the highest this process saw was %d): a Lease in use must not be deleted",
+				e.key, token, snap.highestToken)
+		}
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.key.Name, Namespace: e.key.Namespace}}
 	} else {
 		l = snap.lease.DeepCopy()

@@ -24,6 +24,7 @@ const expiryGrace = 50 * time.Millisecond
 // HolderWatch calls a function once with the current holder and then once
 // per change of (holder, token), never concurrently with itself.
 type HolderWatch struct {
+	id     int64 // unique in the process (Manager.CancelWatchID)
 	key    Key
 	obs    *observer
 	clock  clock.Clock
@@ -44,6 +45,9 @@ func newHolderWatch(key Key, obs *observer, clk clock.Clock, cb func(HolderState
 }
 
 func (w *HolderWatch) start() { go w.run() }
+
+// ID is the watch's id, unique in the process.
+func (w *HolderWatch) ID() int64 { return w.id }
 
 func (w *HolderWatch) run() {
 	defer close(w.done)
@@ -108,9 +112,15 @@ func (w *HolderWatch) deliver(s HolderState) bool {
 // no callback runs or will run. Called from inside this watch's own callback
 // it cannot wait for itself: it returns at once, and no callback runs after
 // the current one returns.
-func (w *HolderWatch) Cancel() {
+func (w *HolderWatch) Cancel() { w.cancelAsSeenFrom(int64(syscall.Gettid())) }
+
+// cancelAsSeenFrom is Cancel on behalf of a caller on thread tid: it does
+// not wait when that thread runs this watch's callback. (The callback's
+// goroutine is locked to its thread while it runs, so no other caller can
+// be on that thread meanwhile.)
+func (w *HolderWatch) cancelAsSeenFrom(tid int64) {
 	w.cancel()
-	if w.callbackTID.Load() == int64(syscall.Gettid()) {
+	if w.callbackTID.Load() == tid {
 		return
 	}
 	<-w.done

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,4 +78,60 @@ func TestHolderWatchDispatch(t *testing.T) {
 	}
 	obs.apply(nil, "5")
 	log.expectNone(t)
+}
+
+// Every canceller of a watch returns only once its callback has returned
+// (not just the first), so that any of them may free the callback's
+// context; and Shutdown called from a holder callback does not wait for
+// that callback (it would time out).
+func TestCancelWatchWaitsForTheCallbackInEveryCanceller(t *testing.T) {
+	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	entered := make(chan struct{})
+	var returned atomic.Bool
+	var once sync.Once
+	if _, err := m.WatchHolder("ns", "l", func(HolderState) {
+		once.Do(func() { close(entered) })
+		time.Sleep(300 * time.Millisecond)
+		returned.Store(true)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	var wg sync.WaitGroup
+	early := make(chan string, 2)
+	for i := 0; i < 2; i++ {
+		wg.Go(func() {
+			if err := m.CancelWatch("ns", "l"); err != nil {
+				t.Error(err)
+			}
+			if !returned.Load() {
+				early <- "a CancelWatch returned while the callback still ran"
+			}
+		})
+	}
+	wg.Wait()
+	close(early)
+	for msg := range early {
+		t.Fatal(msg)
+	}
+}
+
+func TestShutdownFromAHolderCallback(t *testing.T) {
+	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
+	result := make(chan error, 1)
+	var once sync.Once
+	if _, err := m.WatchHolder("ns", "l", func(HolderState) {
+		once.Do(func() { result <- m.Shutdown(2 * time.Second) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("Shutdown from a holder callback = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown from a holder callback hung")
+	}
 }

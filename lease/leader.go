@@ -219,10 +219,14 @@ func (e *Election) whyNotOurs(r record, token int64) error {
 func (e *Election) fatalRenewError(err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
+		e.revoke()
 		return ErrLeaseDeleted
 	case apierrors.IsInvalid(err):
 		// A test operation of the patch failed: the Lease is no longer as
-		// we hold it. The observer usually knows by whom.
+		// we hold it, and someone else may lead already. Leadership ends
+		// here, before asking why (a GET of up to 2 s). The observer
+		// usually knows by whom.
+		e.revoke()
 		if reason := e.foreignWrite(e.obs.snapshot()); reason != nil {
 			return reason
 		}
@@ -231,6 +235,14 @@ func (e *Election) fatalRenewError(err error) error {
 		return e.foreignWrite(e.obs.snapshot())
 	}
 	return nil
+}
+
+// revoke ends the leadership guarantee at once (IsLeader returns 0); the
+// term's end, with its reason, follows.
+func (e *Election) revoke() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.validUntil = time.Time{}
 }
 
 // release clears the holder (client-go's release record) if the Lease is

@@ -2,15 +2,20 @@ package lease
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
@@ -147,5 +152,54 @@ func TestLateRenewalDoesNotReviveLeadership(t *testing.T) {
 	}
 	if ok, _, _ := e.IsLeader(); ok {
 		t.Fatal("a late renewal made IsLeader 1 again after it had been 0")
+	}
+}
+
+// A renewal whose compare-and-swap fails (the Lease was deleted or taken)
+// ends leadership before the library asks the API server why: IsLeader is
+// 0 while that diagnostic GET is in flight.
+func TestLeadershipEndsBeforeTheDiagnosticRead(t *testing.T) {
+	m, client, _ := fakeManager()
+	m.clock = clock.RealClock{}
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	fast := Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	// Reactors are set before the election starts (the fake's chain is not
+	// safe to change while it serves); failing switches them on.
+	var failing atomic.Bool
+	reading, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	client.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !failing.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, "l", nil)
+	})
+	client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if failing.Load() {
+			once.Do(func() { close(reading) })
+			<-proceed
+		}
+		return false, nil, nil
+	})
+	e, err := m.RunElection("ns", "l", "a", fast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	select {
+	case <-reading:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no diagnostic read after a failed compare-and-swap")
+	}
+	ok, _, _ := e.IsLeader()
+	close(proceed)
+	if ok {
+		t.Fatal("IsLeader was 1 while the library read the Lease to learn why its renewal failed")
+	}
+	if err := e.WaitLost(); err == nil {
+		t.Fatal("WaitLost = nil after a failed compare-and-swap")
 	}
 }

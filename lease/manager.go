@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -42,8 +43,12 @@ type Manager struct {
 	kube      kubernetes.Interface
 	elections map[Key]*Election
 	watches   map[Key]*HolderWatch
+	// stopping holds cancelled watches until their goroutine ends, so that
+	// every canceller can find and wait for them (not just the first).
+	stopping  map[Key][]*HolderWatch
 	observers map[Key]*observedLease
-	reaping   bool // a reaper goroutine runs (see idleObserverTimeout)
+	reaping   bool  // a reaper goroutine runs (see idleObserverTimeout)
+	lastID    int64 // ids of elections and watches, unique in the process
 	// highestToken remembers, per lease, the highest fencing token seen,
 	// beyond the life of its observer (a Lease deleted and re-created must
 	// not hand out a smaller token).
@@ -66,7 +71,7 @@ func NewManager(clk clock.Clock) *Manager {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{},
+	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{}}
 }
 
@@ -297,6 +302,8 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).campaigns.Add(1)
+	m.lastID++
+	e.id = m.lastID
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -313,13 +320,26 @@ func (m *Manager) Election(ns, name string) *Election {
 // CancelElection ends the election on ns/name (releasing a held lease) and
 // forgets it. No election is not an error.
 func (m *Manager) CancelElection(ns, name string) error {
+	return m.CancelElectionID(ns, name, 0)
+}
+
+// CancelElectionID is CancelElection for the election with that id only
+// (0: whichever runs): an object that started an election ends it and
+// never a later one on the same lease. An id that no longer runs is not an
+// error.
+func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 	if err := ValidateKey(ns, name); err != nil {
 		return err
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
 	e := m.elections[key]
-	delete(m.elections, key)
+	if e != nil && id != 0 && e.id != id {
+		e = nil // a later election: not the caller's
+	}
+	if e != nil {
+		delete(m.elections, key)
+	}
 	m.mu.Unlock()
 	if e == nil {
 		return nil
@@ -348,29 +368,70 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	obs := m.acquireObserverLocked(client, key, defaultResync)
 	stats := m.statsLocked(key)
 	stats.watchesStarted.Add(1)
-	w := newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
-		func() { m.releaseObserver(key) })
+	var w *HolderWatch
+	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
+		func() { m.releaseObserver(key); m.watchEnded(key, w) })
+	m.lastID++
+	w.id = m.lastID
 	m.watches[key] = w
 	w.start()
 	m.mu.Unlock()
 	return w, nil
 }
 
-// CancelWatch stops the watch on ns/name (see HolderWatch.Cancel). No watch
-// is not an error.
+// CancelWatch stops the watch on ns/name and waits, as HolderWatch.Cancel
+// does, for it and for every watch on the lease still being stopped, so
+// that concurrent cancellers all return only once no callback runs. No
+// watch is not an error.
 func (m *Manager) CancelWatch(ns, name string) error {
+	return m.CancelWatchID(ns, name, 0)
+}
+
+// CancelWatchID is CancelWatch for the watch with that id only (0:
+// whichever runs), and waits for that one alone: an object that started a
+// watch stops it and never a later one on the same lease. An id that no
+// longer runs is not an error.
+func (m *Manager) CancelWatchID(ns, name string, id int64) error {
 	if err := ValidateKey(ns, name); err != nil {
 		return err
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	w := m.watches[key]
-	delete(m.watches, key)
+	if w := m.watches[key]; w != nil && (id == 0 || w.id == id) {
+		delete(m.watches, key)
+		m.stopping[key] = append(m.stopping[key], w)
+	}
+	var pending []*HolderWatch
+	for _, w := range m.stopping[key] {
+		if id == 0 || w.id == id {
+			pending = append(pending, w)
+		}
+	}
 	m.mu.Unlock()
-	if w != nil {
+	for _, w := range pending {
 		w.Cancel()
 	}
 	return nil
+}
+
+// watchEnded forgets a stopped watch once its goroutine is over.
+func (m *Manager) watchEnded(key Key, w *HolderWatch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watches[key] == w {
+		delete(m.watches, key) // ended by itself (a contained panic)
+	}
+	rest := m.stopping[key][:0]
+	for _, s := range m.stopping[key] {
+		if s != w {
+			rest = append(rest, s)
+		}
+	}
+	if len(rest) == 0 {
+		delete(m.stopping, key)
+	} else {
+		m.stopping[key] = rest
+	}
 }
 
 // Shutdown cancels every election (releasing held leases) and every watch,
@@ -378,9 +439,20 @@ func (m *Manager) CancelWatch(ns, name string) error {
 // The Manager stays usable.
 func (m *Manager) Shutdown(timeout time.Duration) error {
 	m.mu.Lock()
-	elections, watches := m.elections, m.watches
-	m.elections, m.watches = map[Key]*Election{}, map[Key]*HolderWatch{}
+	elections := m.elections
+	m.elections = map[Key]*Election{}
+	for key, w := range m.watches {
+		m.stopping[key] = append(m.stopping[key], w)
+	}
+	m.watches = map[Key]*HolderWatch{}
+	var watches []*HolderWatch
+	for _, ws := range m.stopping {
+		watches = append(watches, ws...)
+	}
 	m.mu.Unlock()
+	// Called from a holder callback, Shutdown must not wait for that
+	// callback: it is the caller.
+	caller := int64(syscall.Gettid())
 
 	var wg sync.WaitGroup
 	errs := make(chan error, len(elections))
@@ -388,7 +460,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		wg.Go(func() { errs <- e.CancelWithin(min(timeout, e.timing.RenewDeadline, requestTimeout)) })
 	}
 	for _, w := range watches {
-		wg.Go(w.Cancel)
+		wg.Go(func() { w.cancelAsSeenFrom(caller) })
 	}
 	finished := make(chan struct{})
 	go func() {

@@ -164,6 +164,18 @@ TEST(Api, EveryFunctionRefusesEveryMalformedName) {
          return K8sLeaseWatchHolder(n, l, nullptr, [](void*, const char*, size_t, int64_t) {}, e);
        }},
       {"CancelWatch", [](char* n, char* l, char** e) { return K8sLeaseCancelWatch(n, l, e); }},
+      {"RunElectionMsId", [](char* n, char* l, char** e) {
+         long long id = -1;
+         int rc = K8sLeaseRunElectionMsId(n, l, (char*)"id", 5000, 4000, 1000, &id, e);
+         return id == 0 ? rc : 0;  // a refusal leaves no id
+       }},
+      {"CancelElectionId", [](char* n, char* l, char** e) { return K8sLeaseCancelElectionId(n, l, 1, e); }},
+      {"WatchHolderId", [](char* n, char* l, char** e) {
+         long long id = -1;
+         int rc = K8sLeaseWatchHolderId(n, l, nullptr, [](void*, const char*, size_t, int64_t) {}, &id, e);
+         return id == 0 ? rc : 0;
+       }},
+      {"CancelWatchId", [](char* n, char* l, char** e) { return K8sLeaseCancelWatchId(n, l, 1, e); }},
       {"PatchPodLabel", [](char* n, char* p, char** e) { return K8sPatchPodLabel(n, p, (char*)"k", (char*)"v", e); }},
       {"RemovePodLabel", [](char* n, char* p, char** e) { return K8sRemovePodLabel(n, p, (char*)"k", e); }},
   };
@@ -196,6 +208,10 @@ TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), 5, 4, INT_MIN, err.out()), err, "retry period: must be > 0");
   ExpectError(K8sLeaseRunElectionMs(S(ns), S("l"), S("id"), LLONG_MAX, 2, 1, err.out()), err, "overflows");
   ExpectError(K8sLeaseRunElectionMs(S(ns), S("l"), S("id"), LLONG_MIN, 2, 1, err.out()), err, "lease duration");
+  for (long long id : {0LL, -1LL, LLONG_MIN}) {
+    ExpectError(K8sLeaseCancelElectionId(S(ns), S("l"), id, err.out()), err, "electionId: must be > 0");
+    ExpectError(K8sLeaseCancelWatchId(S(ns), S("l"), id, err.out()), err, "watchId: must be > 0");
+  }
   const std::string huge(1 << 20, 'k');
   for (const std::string& key : {std::string(""), huge, std::string("a/b/c"), std::string("/x"), std::string("k\xff")})
     ExpectError(K8sPatchPodLabel(S(ns), S("p"), S(key), S("v"), err.out()), err, "label key");

@@ -2,6 +2,7 @@
 // a throwing callback that must not unwind into the library.
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -15,7 +16,8 @@ using namespace std::chrono_literals;
 
 namespace {
 const k8s_lease::Timing kFast{2000ms, 1500ms, 400ms};
-}
+char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+}  // namespace
 
 TEST(Wrapper, ElectionDestructorReleases) {
   std::string l = UniqueLease("raii");
@@ -71,4 +73,36 @@ TEST(Wrapper, ThrowingCallbackDoesNotUnwindIntoTheLibrary) {
     for (int i = 0; i < 200 && calls < 2; i++) std::this_thread::sleep_for(10ms);
   }
   EXPECT_GE(calls.load(), 2) << "the watch stopped after the first exception";
+}
+
+// `e = std::make_unique<Election>(...)` builds the new election before the
+// old object is destroyed: the old destructor must end only its own
+// candidacy (here already over), never the new one on the same lease.
+TEST(Wrapper, ReassigningAnElectionKeepsTheNewOne) {
+  std::string l = UniqueLease("reassign");
+  auto e = std::make_unique<k8s_lease::Election>(kNamespace, l, "first", kFast);
+  ASSERT_TRUE(e->WaitElected(10s));
+  ASSERT_EQ(K8sLeaseCancelElection(S(kNamespace), S(l), nullptr), 0);  // its term ends (by name, from outside)
+  e = std::make_unique<k8s_lease::Election>(kNamespace, l, "second", kFast);
+  auto token = e->WaitElected(10s);
+  ASSERT_TRUE(token.has_value()) << "the old Election's destructor ended the new election";
+  EXPECT_TRUE(e->IsLeader());
+}
+
+// The same for a holder watch: the old object's destructor stops only its
+// own watch, and the new one keeps calling back.
+TEST(Wrapper, ReassigningAHolderWatchKeepsTheNewOne) {
+  std::string l = UniqueLease("reassign-watch");
+  std::atomic<int> second_calls{0};
+  auto w = std::make_unique<k8s_lease::HolderWatch>(kNamespace, l, [](const std::optional<std::string>&, long long) {});
+  ASSERT_EQ(K8sLeaseCancelWatch(S(kNamespace), S(l), nullptr), 0);  // stopped by name, from outside
+  w = std::make_unique<k8s_lease::HolderWatch>(
+      kNamespace, l, [&](const std::optional<std::string>&, long long) { second_calls++; });
+  for (int i = 0; i < 500 && second_calls < 1; i++) std::this_thread::sleep_for(10ms);
+  ASSERT_GE(second_calls.load(), 1) << "the new watch never called back";
+  int before = second_calls.load();
+  k8s_lease::Election e(kNamespace, l, "changer", kFast);  // a change the new watch must report
+  ASSERT_TRUE(e.WaitElected(10s));
+  for (int i = 0; i < 500 && second_calls == before; i++) std::this_thread::sleep_for(10ms);
+  EXPECT_GT(second_calls.load(), before) << "the old HolderWatch's destructor stopped the new watch";
 }

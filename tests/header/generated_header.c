@@ -23,6 +23,10 @@ struct k8s_lease_functions {
   int (*stats)(char**, char**);
   void (*free_string)(void*);
   char* (*version)(void);
+  int (*run_election_ms_id)(char*, char*, char*, long long, long long, long long, long long*, char**);
+  int (*cancel_election_id)(char*, char*, long long, char**);
+  int (*watch_holder_id)(char*, char*, void*, holder_change_cb_t, long long*, char**);
+  int (*cancel_watch_id)(char*, char*, long long, char**);
 };
 
 int main(void) {
@@ -30,7 +34,8 @@ int main(void) {
       K8sLeaseInit,      K8sLeaseRunElection, K8sLeaseRunElectionMs, K8sLeaseWaitElected, K8sLeaseWaitLost,
       K8sLeaseCancelElection, K8sLeaseIsLeader, K8sLeaseGetHolder,   K8sLeaseWatchHolder, K8sLeaseCancelWatch,
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
-      K8sLeaseStats,     K8sLeaseFree,        K8sLeaseVersion,
+      K8sLeaseStats,     K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
+      K8sLeaseWatchHolderId, K8sLeaseCancelWatchId,
   };
   return f.version == 0;
 }
