@@ -213,7 +213,7 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 		held := e.written
 		e.mu.Unlock()
 		if endedHere && held != nil {
-			err = e.release(held, releaseTimeout)
+			err = e.safeRelease(held, releaseTimeout)
 		}
 	})
 	return err
@@ -221,6 +221,18 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 
 // ID is the election's id, unique in the process.
 func (e *Election) ID() int64 { return e.id }
+
+// safeRelease is release with a panic turned into an error: Shutdown
+// releases on goroutines of its own, where a panic would kill the host.
+func (e *Election) safeRelease(held *coordinationv1.Lease, timeout time.Duration) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("release lease %s: %w", e.key, panicError(p))
+		}
+	}()
+	injectPanic("release")
+	return e.release(held, timeout)
+}
 
 // Done is closed when the election's goroutine has exited.
 func (e *Election) Done() <-chan struct{} { return e.runDone }

@@ -137,13 +137,20 @@ type renewal struct {
 
 // sendRenewal writes a fresh renewTime and reports the outcome on out.
 func (e *Election) sendRenewal(ctx context.Context, patch renewPatch, sent time.Time, out chan<- renewal) {
+	r := renewal{sent: sent}
+	defer func() {
+		if p := recover(); p != nil { // a failed renewal, not a dead host
+			r.got, r.err = nil, panicError(p)
+		}
+		out <- r
+	}()
+	injectPanic("renew")
 	// Useful until sent + renewDeadline (what it would extend leadership
 	// to), not only until the leadership known now ends: renewals still in
 	// flight may extend that first.
 	ctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.timing.RenewDeadline, requestTimeout)))
 	defer cancel()
-	got, err := e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
-	out <- renewal{sent: sent, got: got, err: err}
+	r.got, r.err = e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
 }
 
 // renewed applies the outcome of one renewal: a success extends leadership

@@ -29,6 +29,13 @@ const (
 	maxIdleObservers    = 64
 )
 
+// maxRememberedLeases bounds the leases whose counters and highest fencing
+// token are kept after nothing uses them any more: past it, those of leases
+// with no election, watch or observer are dropped (their counters restart
+// at 0, and a re-created Lease's token is then bounded only by the Lease
+// itself).
+const maxRememberedLeases = 4096
+
 // Manager owns the client and every election, watch and observer of a
 // process. All methods are safe for concurrent use.
 type Manager struct {
@@ -197,7 +204,30 @@ func (m *Manager) forgetObserverLocked(key Key) *observer {
 	if s := m.stats[key]; s != nil && s.unusedByElectionsAndWatches() && m.elections[key] == nil && m.watches[key] == nil {
 		delete(m.stats, key)
 	}
+	m.pruneRememberedLocked()
 	return ol.obs
+}
+
+// pruneRememberedLocked drops the counters and highest tokens of unused
+// leases while more than maxRememberedLeases are kept; m.mu held.
+func (m *Manager) pruneRememberedLocked() {
+	for key := range m.stats {
+		if len(m.stats) <= maxRememberedLeases && len(m.highestToken) <= maxRememberedLeases {
+			return
+		}
+		if m.observers[key] == nil && m.elections[key] == nil && m.watches[key] == nil && len(m.stopping[key]) == 0 {
+			delete(m.stats, key)
+			delete(m.highestToken, key)
+		}
+	}
+	for key := range m.highestToken {
+		if len(m.highestToken) <= maxRememberedLeases {
+			return
+		}
+		if m.stats[key] == nil {
+			delete(m.highestToken, key)
+		}
+	}
 }
 
 // retire stops a forgotten observer and keeps its highest token again: it

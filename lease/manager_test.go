@@ -121,3 +121,26 @@ func TestObserverAfterLeadershipEnds(t *testing.T) {
 		})
 	}
 }
+
+// The counters and highest tokens of leases nothing uses any more are
+// bounded; those of leases in use are kept.
+func TestRememberedLeasesAreBounded(t *testing.T) {
+	m, _, _ := fakeManager()
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	if _, err := m.RunElection("ns", "in-use", "a", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	for i := 0; i < maxRememberedLeases+500; i++ {
+		key := Key{"ns", fmt.Sprintf("old-%d", i)}
+		m.statsLocked(key).campaigns.Add(1)
+		m.highestToken[key] = int64(i + 1)
+	}
+	m.pruneRememberedLocked()
+	stats, tokens, inUse := len(m.stats), len(m.highestToken), m.stats[Key{"ns", "in-use"}] != nil
+	m.mu.Unlock()
+	if stats > maxRememberedLeases || tokens > maxRememberedLeases || !inUse {
+		t.Fatalf("after %d unused leases: %d counter sets, %d tokens kept (bound %d); in-use lease kept: %v",
+			maxRememberedLeases+500, stats, tokens, maxRememberedLeases, inUse)
+	}
+}

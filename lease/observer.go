@@ -226,17 +226,30 @@ func (o *observer) unsubscribe(ch chan struct{}) {
 // apply records a Lease state (nil for absent) seen at resource version rv,
 // unless it is older than what we have. Writers call it with their own
 // responses so that local reads never lag behind their writes.
-func (o *observer) apply(l *coordinationv1.Lease, rv string) {
+func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, false) }
+
+// applyList records the state a list returned, whatever its resource
+// version: a list is the truth, and after an etcd restore resource versions
+// can go backwards (refusing older ones would then ignore the Lease for
+// good).
+func (o *observer) applyList(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, true) }
+
+func (o *observer) applyState(l *coordinationv1.Lease, rv string, fromList bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
+	if !fromList && o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
 		return
 	}
 	rec := recordOf(l)
 	rec.resourceVersion = rv
 	now := o.clock.Now()
 	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
-	if changed && o.snap.rec.exists && o.snap.rec.holder != "" {
+	switch {
+	case changed && rec.exists && rec.holder == "":
+		// Released: the last holder's term is over, so a later deletion
+		// leaves nobody to wait for.
+		o.snap.lastHeld, o.snap.lastHeldAt = record{}, time.Time{}
+	case changed && o.snap.rec.exists && o.snap.rec.holder != "":
 		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
 	}
 	if changed {
@@ -275,6 +288,10 @@ func (o *observer) failed(err error) {
 	o.notifyLocked()
 }
 
+// minWatchLife: a watch that ended sooner without an error is reopened
+// with backoff.
+const minWatchLife = time.Second
+
 // run lists and watches the Lease until ctx is done; it always starts with a
 // list, which also catches what happened while it was paused.
 func (o *observer) run(ctx context.Context) {
@@ -286,7 +303,18 @@ func (o *observer) run(ctx context.Context) {
 			rv, err = o.safeList(ctx)
 		}
 		if err == nil {
+			opened := o.clock.Now()
 			rv, err = o.watch(ctx, rv)
+			if err == nil && o.clock.Since(opened) < minWatchLife {
+				// The server closed the watch at once (overloaded, or a
+				// proxy in the way): reopen with backoff, not at
+				// round-trip speed.
+				select {
+				case <-ctx.Done():
+				case <-o.clock.After(backoff.next()):
+				}
+				continue
+			}
 		}
 		if err == nil {
 			backoff.reset()
@@ -343,9 +371,9 @@ func (o *observer) list(ctx context.Context) (string, error) {
 		}
 	}
 	if found != nil {
-		o.apply(found, found.ResourceVersion)
+		o.applyList(found, found.ResourceVersion)
 	} else {
-		o.apply(nil, list.ResourceVersion)
+		o.applyList(nil, list.ResourceVersion)
 	}
 	return list.ResourceVersion, nil
 }
@@ -377,7 +405,7 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 			if !ok {
 				return rv, nil
 			}
-			next, err := o.handle(ev)
+			next, err := o.safeHandle(ev)
 			if err != nil {
 				return rv, err
 			}
@@ -386,6 +414,19 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 			}
 		}
 	}
+}
+
+// safeHandle is handle with a panic turned into an error: the loop backs
+// off and lists again.
+func (o *observer) safeHandle(ev watch.Event) (rv string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			rv, err = "", panicError(p)
+			logf(LevelError, "lease %s: watch event: %v", o.name, err)
+		}
+	}()
+	injectPanic("event")
+	return o.handle(ev)
 }
 
 func (o *observer) handle(ev watch.Event) (string, error) {

@@ -144,3 +144,63 @@ func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.
 		return nil
 	}
 }
+
+// A list is the truth: after an etcd restore resource versions can go
+// backwards, and a list answering with an older one than the snapshot's
+// must still replace it (watch events older than the snapshot stay
+// ignored).
+func TestListReplacesTheSnapshotEvenWithAnOlderResourceVersion(t *testing.T) {
+	client := fake.NewClientset()
+	restored := testLease("l", "after-restore", 2, testNow, 10)
+	restored.ResourceVersion = "5"
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "5"},
+			Items: []coordinationv1.Lease{*restored}}, nil
+	})
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clocktesting.NewFakeClock(testNow), time.Minute, 0, &leaseStats{})
+	o.apply(testLease("l", "before-restore", 7, testNow, 10), "100")
+	if _, err := o.list(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if s := o.snapshot(); s.rec.holder != "after-restore" || s.rec.resourceVersion != "5" || s.highestToken != 7 {
+		t.Fatalf("after a list with an older resource version: holder %q, rv %q, highest token %d; want the list's state, the highest token kept",
+			s.rec.holder, s.rec.resourceVersion, s.highestToken)
+	}
+}
+
+// A watch the server closes at once is not reopened at round-trip speed.
+func TestWatchClosedAtOnceIsReopenedWithBackoff(t *testing.T) {
+	client := fake.NewClientset()
+	var watches atomic.Int32
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		w := watch.NewRaceFreeFake()
+		w.Stop() // closed before any event
+		return true, w, nil
+	})
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	o.start()
+	time.Sleep(500 * time.Millisecond)
+	o.stop()
+	if n := watches.Load(); n < 1 || n > 10 {
+		t.Fatalf("%d watches opened in 500 ms by a server that closes each at once; want a few, with a floor between them", n)
+	}
+}
+
+// A Lease released and then deleted is free at once: the release ended the
+// holder's term, so nobody waits for it to run out before re-creating.
+func TestReleasedThenDeletedLeaseIsFreeAtOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.apply(testLease("l", "a", 3, testNow, 10), "10")
+	o.apply(testLease("l", "", 3, testNow, 1), "11") // released
+	o.apply(nil, "12")                               // deleted
+	if act, _ := decide(o.snapshot(), clk.Now()); act != actCreate {
+		t.Fatalf("after release then delete: %v, want create at once", act)
+	}
+	o.apply(testLease("l", "b", 4, testNow, 10), "13")
+	o.apply(nil, "14") // deleted while held: the term must run out first
+	if act, until := decide(o.snapshot(), clk.Now()); act != actWait || !until.Equal(testNow.Add(10*time.Second)) {
+		t.Fatalf("after a delete while held: %v until %v, want wait until the term ran out", act, until)
+	}
+}

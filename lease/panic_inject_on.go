@@ -8,7 +8,9 @@ import "os"
 // (read at each call). Built only with -tags k8s_lease_panic_inject, for the
 // test that a panic inside the library reaches C as -1 and the process
 // lives. Points: "call" (inside an exported call), "campaign" (an election's
-// goroutine), "watch" (before a holder callback), "list" (the Lease watch).
+// goroutine), "watch" (before a holder callback), "list" (the Lease watch's
+// list), "event" (a Lease watch event), "renew" (a renewal's goroutine),
+// "release" (the release after a cancel, also on Shutdown's goroutines).
 func injectPanic(point string) {
 	if os.Getenv("K8S_LEASE_PANIC_AT") == point {
 		panic("injected panic at " + point)

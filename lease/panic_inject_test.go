@@ -3,12 +3,16 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
 // With -tags k8s_lease_panic_inject, a panic injected at each point inside
@@ -56,6 +60,49 @@ func TestInjectedPanicsAreContained(t *testing.T) {
 			w.Cancel() // still safe after the watch ended by itself
 			if len(called) != 0 {
 				t.Fatal("callback ran although the panic came before it")
+			}
+		}},
+		{"event", func(t *testing.T, m *Manager, logs func() string) {
+			if _, err := m.WatchHolder("ns", "l", func(HolderState) {}); err != nil {
+				t.Fatal(err)
+			}
+			leases := m.kube.CoordinationV1().Leases("ns")
+			if _, err := leases.Create(context.Background(), testLease("l", "x", 1, testNow, 15), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// Writes until one reaches the watch (it may open after the first).
+			for i := 0; i < 50 && !strings.Contains(logs(), "injected panic at event"); i++ {
+				if _, err := leases.Update(context.Background(), testLease("l", fmt.Sprintf("x%d", i), 1, testNow, 15), metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			awaitLog(t, logs, "injected panic at event")
+		}},
+		{"renew", func(t *testing.T, m *Manager, _ func() string) {
+			fast := Timing{LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+			m.clock = clock.RealClock{}
+			e, err := m.RunElection("ns", "l", "a", fast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.WaitElected(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.WaitLost(); !errors.Is(err, ErrRenewDeadline) || !strings.Contains(err.Error(), "injected panic at renew") {
+				t.Fatalf("WaitLost = %v, want the renew deadline with the contained panic as last error", err)
+			}
+		}},
+		{"release", func(t *testing.T, m *Manager, _ func() string) {
+			e, err := m.RunElection("ns", "l", "a", unitTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.WaitElected(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Shutdown(5 * time.Second); !errors.Is(err, ErrInternal) || !strings.Contains(err.Error(), "injected panic at release") {
+				t.Fatalf("Shutdown = %v, want the contained panic", err)
 			}
 		}},
 	}

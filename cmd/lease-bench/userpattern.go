@@ -1,19 +1,15 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/k8s-lease/k8s-lease/internal/history"
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
 
 // The user-pattern table measures the library as our first user's master
@@ -95,29 +91,6 @@ func (r *replicas) stopAll() {
 	}
 }
 
-// leaseRequests sums the API server's apiserver_request_total for leases.
-func leaseRequests(admin kubernetes.Interface) (float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	body, err := admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("read the API server's metrics: %w", err)
-	}
-	var total float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="leases"`) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics line %q: %w", line, err)
-		}
-		total += v
-	}
-	return total, nil
-}
-
 // userPattern fills the user-pattern rows: Lease requests/s at the API
 // server for 1 leader + 2 standbys over window, then kills and graceful
 // stops of the leader, each followed by a restart.
@@ -141,12 +114,12 @@ func (b *bench) userPattern(program, kubeconfig string, window time.Duration, ki
 		return err
 	}
 	time.Sleep(3 * time.Second) // past the start-up lists and the first campaigns
-	before, err := leaseRequests(b.admin)
+	before, err := testenv.APIRequests(b.admin, "leases", "")
 	if err != nil {
 		return err
 	}
 	time.Sleep(window)
-	after, err := leaseRequests(b.admin)
+	after, err := testenv.APIRequests(b.admin, "leases", "")
 	if err != nil {
 		return err
 	}

@@ -42,33 +42,26 @@ static int collect(struct dl_phdr_info* info, size_t size, void* data) {
   return 0;
 }
 
-// The runtime symbol of the object that holds this code.
-static void* own_runtime_symbol(void) {
-  Dl_info self;
-  if (dladdr((void*)&own_runtime_symbol, &self) == 0 || self.dli_fname == NULL) return NULL;
-  void* me = dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (me == NULL) return NULL;
-  void* sym = dlsym(me, "_cgo_wait_runtime_init_done");
-  dlclose(me);
-  return sym;
-}
-
 __attribute__((visibility("hidden"))) char* k8s_lease_other_go_runtime(int* failed) {
   struct loaded_objects objs = {NULL, NULL, 0, 0, 0};
   char* other = NULL;
-  void* ours = own_runtime_symbol();
-  if (ours == NULL) {  // cannot tell our runtime from another's
+  // The object holding this code, told by its base address: a shared
+  // library (ours), or the main program (then no named object is ours).
+  Dl_info self;
+  if (dladdr((void*)&k8s_lease_other_go_runtime, &self) == 0) {
     *failed = 1;
     return NULL;
   }
   dl_iterate_phdr(collect, &objs);
   *failed = objs.failed;
   for (size_t i = 0; i < objs.n && other == NULL && !objs.failed; i++) {
+    if (objs.bases[i] == (uintptr_t)self.dli_fbase) continue;  // ours
     void* h = dlopen(objs.names[i], RTLD_LAZY | RTLD_NOLOAD);
     if (h == NULL) continue;
     void* sym = dlsym(h, "_cgo_wait_runtime_init_done");
     Dl_info where;
-    if (sym != NULL && sym != ours && dladdr(sym, &where) != 0 && (uintptr_t)where.dli_fbase == objs.bases[i]) {
+    // Defined by this object itself, not merely resolved through it.
+    if (sym != NULL && dladdr(sym, &where) != 0 && (uintptr_t)where.dli_fbase == objs.bases[i]) {
       other = objs.names[i];
       objs.names[i] = NULL;
     }

@@ -31,7 +31,7 @@ func OtherGoRuntime() (string, error) {
 		return C.GoString(p), nil
 	}
 	if failed != 0 {
-		return "", errors.New("could not examine the loaded objects (out of memory, or this library's own Go runtime symbol not found)")
+		return "", errors.New("could not examine the loaded objects (out of memory, or this library's own object not identified)")
 	}
 	return "", nil
 }
