@@ -33,6 +33,16 @@ func decide(s snapshot, now time.Time) (action, time.Time) {
 		}
 		return actCreate, time.Time{}
 	case s.rec.holder == "":
+		// Released. A release that kept the holder's incarnation was not
+		// written by the holder (ours removes it; a plain client-go
+		// candidate that healed from a partition writes its release over a
+		// fresh read of a Lease we hold): the holder may act until its next
+		// renewal fails, so its term is waited out.
+		if s.rec.incarnation != "" && s.lastHeld.exists && s.lastHeld.holder != "" {
+			if until := s.lastHeldAt.Add(s.lastHeld.duration()); now.Before(until) {
+				return actWait, until
+			}
+		}
 		return actAcquire, time.Time{}
 	case now.Before(s.expiry()):
 		return actWait, s.expiry()

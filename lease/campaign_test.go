@@ -23,6 +23,14 @@ func TestDecide(t *testing.T) {
 		{"deleted while held, term running", snapshot{synced: true, lastHeld: held, lastHeldAt: t0}, t0.Add(2 * time.Second), actWait, t0.Add(10 * time.Second)},
 		{"deleted while held, term over", snapshot{synced: true, lastHeld: held, lastHeldAt: t0}, t0.Add(11 * time.Second), actCreate, time.Time{}},
 		{"deleted after release", snapshot{synced: true, lastHeld: record{exists: true}, lastHeldAt: t0}, t0, actCreate, time.Time{}},
+		// A release written by someone other than the holder (a plain
+		// client-go candidate's tryRelease after a partition healed keeps
+		// our incarnation annotation): the holder may still act until its
+		// next renewal, so its term is waited out.
+		{"released by another writer, term running", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
+			lastHeld: held, lastHeldAt: t0}, t0.Add(2 * time.Second), actWait, t0.Add(10 * time.Second)},
+		{"released by another writer, term over", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
+			lastHeld: held, lastHeldAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
 	}
 	for _, tt := range tests {
 		act, until := decide(tt.snap, tt.now)

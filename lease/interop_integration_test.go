@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -81,4 +82,55 @@ func TestInteropWithClientGoCandidates(t *testing.T) {
 	if tc <= goToken {
 		t.Fatalf("our token %d after client-go's %d", tc, goToken)
 	}
+}
+
+// A plain client-go leader that was partitioned and healed runs tryRelease:
+// it reads the Lease afresh (our election holds it by now) but decides it
+// is still leader from its stale observed record, and writes client-go's
+// release record with the fresh resourceVersion. That write lands. Our
+// standbys must not take the Lease before our leader has stepped down (at
+// its next renewal): they wait out its term, since the release was not
+// written by the holder (our incarnation annotation is still there).
+func TestForeignReleaseOfOurLeaseIsNotTakenAtOnce(t *testing.T) {
+	name := leaseName(t)
+	ma, mb := newProcess(t), newProcess(t)
+	a := mustRun(t, ma, name, "ours-a")
+	mustElect(t, a, 5*time.Second)
+	b := mustRun(t, mb, name, "ours-b")
+	time.Sleep(500 * time.Millisecond) // b follows the Lease
+
+	client, err := kubernetes.NewForConfig(itServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1ObjectMeta(name), Client: client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go-partitioned"}}
+	old, _, err := lock.Get(context.Background()) // tryRelease: a fresh read...
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	released := resourcelock.LeaderElectionRecord{LeaderTransitions: old.LeaderTransitions, LeaseDurationSeconds: 1,
+		RenewTime: now, AcquireTime: now} // ...then client-go's release record, written with that read's version
+	if err := lock.Update(context.Background(), released); err != nil {
+		t.Fatalf("the foreign release did not land: %v", err)
+	}
+	releasedAt := time.Now()
+	var aLastLeader time.Time
+	for end := time.Now().Add(fastTiming.LeaseDuration + time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		aLeads, _, _ := a.IsLeader()
+		bLeads, _, _ := b.IsLeader()
+		if aLeads {
+			aLastLeader = time.Now()
+		}
+		if aLeads && bLeads {
+			t.Fatal("our standby took the Lease while our leader still led, after a foreign release")
+		}
+	}
+	if err := a.WaitLost(); err == nil {
+		t.Fatal("our leader did not see the foreign release")
+	}
+	tb := mustElect(t, b, 5*time.Second)
+	t.Logf("leader stepped down %v after the foreign release; standby elected with token %d",
+		aLastLeader.Sub(releasedAt).Round(time.Millisecond), tb)
 }

@@ -245,9 +245,9 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, fromList bool)
 	now := o.clock.Now()
 	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
 	switch {
-	case changed && rec.exists && rec.holder == "":
-		// Released: the last holder's term is over, so a later deletion
-		// leaves nobody to wait for.
+	case changed && rec.exists && rec.holder == "" && rec.incarnation == "":
+		// Released by the holder (our release removes the incarnation):
+		// its term is over, so a later deletion leaves nobody to wait for.
 		o.snap.lastHeld, o.snap.lastHeldAt = record{}, time.Time{}
 	case changed && o.snap.rec.exists && o.snap.rec.holder != "":
 		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
