@@ -220,8 +220,12 @@ func runElection(ns, leaseName, identity *C.char, t lease.Timing, electionId *C.
 	return 0, nil
 }
 
-// election finds the election on ns/leaseName; nil (no error) when there is none.
-func election(ns, leaseName *C.char) (*lease.Election, error) {
+// election finds the election on ns/leaseName that id names (idField ""
+// and id 0: whichever is there); nil (no error) when there is none.
+func election(ns, leaseName *C.char, idField string, id int64) (*lease.Election, error) {
+	if idField != "" && id <= 0 {
+		return nil, fmt.Errorf("%w: %s: must be > 0, got %d", lease.ErrInvalidArgument, idField, id)
+	}
 	s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 	if err != nil {
 		return nil, err
@@ -229,16 +233,25 @@ func election(ns, leaseName *C.char) (*lease.Election, error) {
 	if err := lease.ValidateKey(s[0], s[1]); err != nil {
 		return nil, err
 	}
-	return lib.Election(s[0], s[1]), nil
+	return lib.ElectionID(s[0], s[1], id), nil
 }
 
 //export K8sLeaseWaitElected
 func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+	return waitElected(ns, leaseName, "", 0, timeoutSec, leaseTransitions, errMsg)
+}
+
+//export K8sLeaseWaitElectedId
+func K8sLeaseWaitElectedId(ns, leaseName *C.char, electionId C.longlong, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+	return waitElected(ns, leaseName, "electionId", int64(electionId), timeoutSec, leaseTransitions, errMsg)
+}
+
+func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		if timeoutSec <= 0 {
 			return -1, fmt.Errorf("%w: timeoutSec: must be > 0, got %d", lease.ErrInvalidArgument, timeoutSec)
 		}
-		e, err := election(ns, leaseName)
+		e, err := election(ns, leaseName, idField, id)
 		if err != nil {
 			return -1, err
 		}
@@ -258,8 +271,17 @@ func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, leaseTransitio
 
 //export K8sLeaseWaitLost
 func K8sLeaseWaitLost(ns, leaseName *C.char, errMsg **C.char) C.int {
+	return waitLost(ns, leaseName, "", 0, errMsg)
+}
+
+//export K8sLeaseWaitLostId
+func K8sLeaseWaitLostId(ns, leaseName *C.char, electionId C.longlong, errMsg **C.char) C.int {
+	return waitLost(ns, leaseName, "electionId", int64(electionId), errMsg)
+}
+
+func waitLost(ns, leaseName *C.char, idField string, id int64, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
-		e, err := election(ns, leaseName)
+		e, err := election(ns, leaseName, idField, id)
 		if err != nil {
 			return -1, err
 		}
@@ -272,31 +294,41 @@ func K8sLeaseWaitLost(ns, leaseName *C.char, errMsg **C.char) C.int {
 
 //export K8sLeaseCancelElection
 func K8sLeaseCancelElection(ns, leaseName *C.char, errMsg **C.char) C.int {
-	return cancelElection(ns, leaseName, 0, errMsg)
+	return cancelByID(ns, leaseName, "", 0, errMsg, lib.CancelElectionID)
 }
 
 //export K8sLeaseCancelElectionId
 func K8sLeaseCancelElectionId(ns, leaseName *C.char, electionId C.longlong, errMsg **C.char) C.int {
-	if electionId <= 0 {
-		return export(errMsg, func() (int, error) {
-			return -1, fmt.Errorf("%w: electionId: must be > 0, got %d", lease.ErrInvalidArgument, electionId)
-		})
-	}
-	return cancelElection(ns, leaseName, int64(electionId), errMsg)
+	return cancelByID(ns, leaseName, "electionId", int64(electionId), errMsg, lib.CancelElectionID)
 }
 
-func cancelElection(ns, leaseName *C.char, id int64, errMsg **C.char) C.int {
+// cancelByID ends, through cancel, the election or watch on ns/leaseName
+// that id names; idField "" means by name (id 0: whichever runs), else the
+// id must be > 0 and idField names it in the error.
+func cancelByID(ns, leaseName *C.char, idField string, id int64, errMsg **C.char, cancel func(ns, name string, id int64) error) C.int {
 	return export(errMsg, func() (int, error) {
+		if idField != "" && id <= 0 {
+			return -1, fmt.Errorf("%w: %s: must be > 0, got %d", lease.ErrInvalidArgument, idField, id)
+		}
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
 			return -1, err
 		}
-		return 0, lib.CancelElectionID(s[0], s[1], id)
+		return 0, cancel(s[0], s[1], id)
 	})
 }
 
 //export K8sLeaseIsLeader
 func K8sLeaseIsLeader(ns, leaseName *C.char, fencingToken, validForMs *C.longlong, errMsg **C.char) C.int {
+	return isLeader(ns, leaseName, "", 0, fencingToken, validForMs, errMsg)
+}
+
+//export K8sLeaseIsLeaderId
+func K8sLeaseIsLeaderId(ns, leaseName *C.char, electionId C.longlong, fencingToken, validForMs *C.longlong, errMsg **C.char) C.int {
+	return isLeader(ns, leaseName, "electionId", int64(electionId), fencingToken, validForMs, errMsg)
+}
+
+func isLeader(ns, leaseName *C.char, idField string, id int64, fencingToken, validForMs *C.longlong, errMsg **C.char) C.int {
 	if fencingToken != nil {
 		*fencingToken = 0
 	}
@@ -304,7 +336,7 @@ func K8sLeaseIsLeader(ns, leaseName *C.char, fencingToken, validForMs *C.longlon
 		*validForMs = 0
 	}
 	return export(errMsg, func() (int, error) {
-		e, err := election(ns, leaseName)
+		e, err := election(ns, leaseName, idField, id)
 		if err != nil {
 			return -1, err
 		}
@@ -404,27 +436,12 @@ func callHolderCallback(cb C.holder_change_cb_t, ctx unsafe.Pointer, st lease.Ho
 
 //export K8sLeaseCancelWatch
 func K8sLeaseCancelWatch(ns, leaseName *C.char, errMsg **C.char) C.int {
-	return cancelWatch(ns, leaseName, 0, errMsg)
+	return cancelByID(ns, leaseName, "", 0, errMsg, lib.CancelWatchID)
 }
 
 //export K8sLeaseCancelWatchId
 func K8sLeaseCancelWatchId(ns, leaseName *C.char, watchId C.longlong, errMsg **C.char) C.int {
-	if watchId <= 0 {
-		return export(errMsg, func() (int, error) {
-			return -1, fmt.Errorf("%w: watchId: must be > 0, got %d", lease.ErrInvalidArgument, watchId)
-		})
-	}
-	return cancelWatch(ns, leaseName, int64(watchId), errMsg)
-}
-
-func cancelWatch(ns, leaseName *C.char, id int64, errMsg **C.char) C.int {
-	return export(errMsg, func() (int, error) {
-		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
-		if err != nil {
-			return -1, err
-		}
-		return 0, lib.CancelWatchID(s[0], s[1], id)
-	})
+	return cancelByID(ns, leaseName, "watchId", int64(watchId), errMsg, lib.CancelWatchID)
 }
 
 //export K8sPatchPodLabel

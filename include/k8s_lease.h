@@ -28,7 +28,12 @@
  *     this leadership was acquired: >= 1, and strictly greater than the token
  *     of every earlier leadership of the lease seen by the cluster (including
  *     re-acquisition by the same identity). Pass it to storage that can
- *     reject writes carrying a smaller token.
+ *     reject writes carrying a smaller token. The token cannot outlive the
+ *     Lease object: deleting a Lease in use ends its holder's leadership at
+ *     the next renewal, and the Lease is re-created (once the old term ran
+ *     out) with a token above the highest this process saw, 1 for a process
+ *     that never saw it; the library logs a warning when it re-creates a
+ *     Lease. Do not delete a Lease in use, or tell the fenced storage.
  *
  * Guarantee: a process is leader (K8sLeaseIsLeader returns 1) only before
  * (send time of its last successful renewal) + renewDeadline on its
@@ -158,6 +163,21 @@ int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
 int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
 
 /*
+ * K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId - the same
+ * as K8sLeaseWaitElected, K8sLeaseWaitLost and K8sLeaseIsLeader, for the
+ * election with id electionId (> 0, from K8sLeaseRunElectionMsId) only:
+ * never for a later election on the lease. An election that ended and was
+ * replaced keeps its outcome for these calls (the last 64 replaced are
+ * kept; an older one, or one that was cancelled, reads as no election:
+ * WaitElectedId returns -1 "no election", WaitLostId 0, IsLeaderId 0).
+ */
+int K8sLeaseWaitElectedId(char* ns, char* leaseName, long long electionId, int timeoutSec, long long* leaseTransitions,
+                          char** errMsg);
+int K8sLeaseWaitLostId(char* ns, char* leaseName, long long electionId, char** errMsg);
+int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs,
+                       char** errMsg);
+
+/*
  * K8sLeaseCancelElectionId - K8sLeaseCancelElection for the election with
  * id electionId (from K8sLeaseRunElectionMsId) only: when another election
  * now runs on ns/leaseName, it is left alone and 0 is returned, as when that
@@ -189,7 +209,8 @@ int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long lo
  * holder's renewTime: a holder seen for the first time is reported for up
  * to a lease duration after that first sight even if it stopped renewing
  * earlier (so "no holder" means a candidacy here can take the lease at
- * once). A lease no election or watch of this process uses stays followed
+ * once, except after a release the holder did not write itself, which a
+ * candidacy waits out: see the README's guarantees). A lease no election or watch of this process uses stays followed
  * while it is asked about, and is dropped 1 to 1.5 minutes after the last
  * call; at most 64 such leases are followed (asking about one more drops the
  * one asked about longest ago), so asking about many names costs a bounded
@@ -232,11 +253,12 @@ int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_c
  * returns, no callback of that watch (nor of an earlier watch on the lease
  * still being stopped) is running or will run, so callbackCtx may be freed;
  * this holds for every caller, also when several threads cancel at once.
- * Called from inside that watch's own callback it cannot wait for itself: it
- * returns at once, and no callback runs after the current one returns; a
- * later K8sLeaseCancelWatch from another thread waits for that callback to
- * return. (Two callbacks of different watches must not cancel each other's
- * watch: each would wait for the other.) No watch is success.
+ * Called from inside that watch's own callback it does not wait for itself
+ * (it still waits for an earlier watch on the lease being stopped), and no
+ * callback runs after the current one returns; a later K8sLeaseCancelWatch
+ * from another thread waits for that callback to return. (Two callbacks of
+ * different watches must not cancel each other's watch: each would wait for
+ * the other.) No watch is success.
  * Returns 0, or -1 (bad argument).
  */
 int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
@@ -287,7 +309,10 @@ int K8sLeaseShutdown(int timeoutMs, char** errMsg);
  * full (a callback slower than the lines come) they are dropped and counted
  * ("log_lines_dropped" in K8sLeaseStats). From inside it, any function of
  * this library may be called, K8sLeaseSetLogger and K8sLeaseSetLogLevel
- * included. Must not throw (a C++ exception must never unwind into the
+ * included. One cycle to avoid: K8sLeaseSetLogger waits for a log callback
+ * in progress, so do not call it from a holder callback (or while holding a
+ * lock) that the log callback may be waiting for, e.g. by cancelling that
+ * watch. Must not throw (a C++ exception must never unwind into the
  * library).
  */
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);

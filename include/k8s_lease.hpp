@@ -120,9 +120,10 @@ inline void Shutdown(std::chrono::milliseconds timeout) {
   detail::check(K8sLeaseShutdown(static_cast<int>(timeout.count()), m.out()), m, "k8s_lease::Shutdown");
 }
 
-// Election is one candidacy and at most one term of leadership. Its
-// destructor cancels it (releasing the lease if held), and only it: never a
-// later election on the same lease (say the one that replaced it, as in
+// Election is one candidacy and at most one term of leadership. Every
+// method, and the destructor (which cancels it, releasing the lease if
+// held), acts on this candidacy only: never on a later election on the same
+// lease (say the one that replaced it, as in
 // `e = std::make_unique<Election>(...)`). Not copyable or movable.
 class Election {
  public:
@@ -143,8 +144,8 @@ class Election {
   std::optional<long long> WaitElected(std::chrono::seconds timeout, std::string* why = nullptr) {
     detail::Message m;
     long long token = 0;
-    if (K8sLeaseWaitElected(detail::c(ns_), detail::c(lease_), static_cast<int>(timeout.count()), &token,
-                            m.out()) != 0) {
+    if (K8sLeaseWaitElectedId(detail::c(ns_), detail::c(lease_), id_, static_cast<int>(timeout.count()), &token,
+                              m.out()) != 0) {
       if (why) *why = m.str();
       return std::nullopt;
     }
@@ -155,13 +156,13 @@ class Election {
   // else why it was lost.
   std::string WaitLost() {
     detail::Message m;
-    return K8sLeaseWaitLost(detail::c(ns_), detail::c(lease_), m.out()) == 0 ? "" : m.str();
+    return K8sLeaseWaitLostId(detail::c(ns_), detail::c(lease_), id_, m.out()) == 0 ? "" : m.str();
   }
 
   LeaderStatus IsLeader() const noexcept {
     LeaderStatus s;
     long long valid = 0;
-    s.leader = K8sLeaseIsLeader(detail::c(ns_), detail::c(lease_), &s.fencing_token, &valid, nullptr) == 1;
+    s.leader = K8sLeaseIsLeaderId(detail::c(ns_), detail::c(lease_), id_, &s.fencing_token, &valid, nullptr) == 1;
     s.valid_for = std::chrono::milliseconds(valid);
     return s;
   }

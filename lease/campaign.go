@@ -16,18 +16,22 @@ func (a action) String() string {
 	return [...]string{"wait-sync", "wait", "create", "acquire"}[a]
 }
 
-// decide is the candidate's rule, a pure function of what it observed and
-// its monotonic now. It never trusts the holder's wall clock: expiry is a
-// full lease duration after this process saw the record change.
-func decide(s snapshot, now time.Time) (action, time.Time) {
+// decide is the candidate's rule, a pure function of what it observed, its
+// monotonic now and its own lease duration. It never trusts the holder's
+// wall clock: expiry is a full lease duration after this process saw the
+// record change.
+func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration) (action, time.Time) {
 	switch {
 	case !s.synced:
 		return actWaitSync, time.Time{}
 	case !s.rec.exists:
 		// A deleted Lease whose holder may still be serving: wait out its
-		// term before re-creating, so the old leader has surely stepped down.
+		// term before re-creating, so the old leader has surely stepped
+		// down. The term is counted from the later of the holder's last
+		// renewal seen and the deletion seen: renewals missed while the
+		// watch was down came before the deletion.
 		if s.lastHeld.exists && s.lastHeld.holder != "" {
-			if until := s.lastHeldAt.Add(s.lastHeld.duration()); now.Before(until) {
+			if until := latest(s.lastHeldAt, s.observedAt).Add(s.lastHeld.duration()); now.Before(until) {
 				return actWait, until
 			}
 		}
@@ -37,9 +41,16 @@ func decide(s snapshot, now time.Time) (action, time.Time) {
 		// written by the holder (ours removes it; a plain client-go
 		// candidate that healed from a partition writes its release over a
 		// fresh read of a Lease we hold): the holder may act until its next
-		// renewal fails, so its term is waited out.
-		if s.rec.incarnation != "" && s.lastHeld.exists && s.lastHeld.holder != "" {
-			if until := s.lastHeldAt.Add(s.lastHeld.duration()); now.Before(until) {
+		// renewal fails. That release landed after the holder's last
+		// renewal, so a lease duration from its first sight is enough: the
+		// holder's when this process saw its record, else (a fresh look,
+		// or another incarnation's record) the longer of ours and that.
+		if s.rec.incarnation != "" {
+			d := ownLeaseDuration
+			if s.lastHeld.exists && s.lastHeld.incarnation == s.rec.incarnation {
+				d = max(d, s.lastHeld.duration())
+			}
+			if until := latest(s.lastHeldAt, s.observedAt).Add(d); now.Before(until) {
 				return actWait, until
 			}
 		}
@@ -49,4 +60,11 @@ func decide(s snapshot, now time.Time) (action, time.Time) {
 	default:
 		return actAcquire, time.Time{}
 	}
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

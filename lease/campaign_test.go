@@ -7,6 +7,7 @@ import (
 
 func TestDecide(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	const ownLease = 12 * time.Second // the deciding candidate's lease duration
 	held := record{exists: true, holder: "a", durationSeconds: 10, token: 3}
 	tests := []struct {
 		name      string
@@ -28,12 +29,25 @@ func TestDecide(t *testing.T) {
 		// our incarnation annotation): the holder may still act until its
 		// next renewal, so its term is waited out.
 		{"released by another writer, term running", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
-			lastHeld: held, lastHeldAt: t0}, t0.Add(2 * time.Second), actWait, t0.Add(10 * time.Second)},
+			lastHeld: held, lastHeldAt: t0}, t0.Add(2 * time.Second), actWait, t0.Add(ownLease)},
 		{"released by another writer, term over", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
-			lastHeld: held, lastHeldAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
+			lastHeld: held, lastHeldAt: t0}, t0.Add(ownLease), actAcquire, time.Time{}},
+		{"released by another writer, the holder's longer term", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
+			lastHeld: record{exists: true, holder: "a", durationSeconds: 20, token: 3, incarnation: "x"}, lastHeldAt: t0},
+			t0.Add(15 * time.Second), actWait, t0.Add(20 * time.Second)},
+		// First seen by a fresh observer (or after renewals were missed):
+		// the release landed after the holder's last renewal, so waiting a
+		// lease duration (the longer of ours and the holder's) from its
+		// first sight is safe.
+		{"released by another writer, first seen now", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
+			observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(ownLease)},
+		{"released by another writer, seen after missed renewals", snapshot{synced: true, rec: record{exists: true, token: 3, incarnation: "x"},
+			lastHeld: held, lastHeldAt: t0, observedAt: t0.Add(30 * time.Second)}, t0.Add(31 * time.Second), actWait, t0.Add(30*time.Second + ownLease)},
+		{"deleted while held, seen after missed renewals", snapshot{synced: true, lastHeld: held, lastHeldAt: t0, observedAt: t0.Add(30 * time.Second)},
+			t0.Add(31 * time.Second), actWait, t0.Add(40 * time.Second)},
 	}
 	for _, tt := range tests {
-		act, until := decide(tt.snap, tt.now)
+		act, until := decide(tt.snap, tt.now, ownLease)
 		if act != tt.wantAct || !until.Equal(tt.wantUntil) {
 			t.Errorf("%s: decide = %v, %v; want %v, %v", tt.name, act, until, tt.wantAct, tt.wantUntil)
 		}

@@ -269,7 +269,7 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		if !snap.synced && permanent(snap.err) && !snap.errAt.Before(started) {
 			return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
 		}
-		act, until := decide(snap, e.clock.Now())
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration)
 		if act == actWaitSync || act == actWait {
 			if !e.waitFor(notify, until) {
 				return nil

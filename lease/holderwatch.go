@@ -112,7 +112,14 @@ func (w *HolderWatch) deliver(s HolderState) bool {
 // no callback runs or will run. Called from inside this watch's own callback
 // it cannot wait for itself: it returns at once, and no callback runs after
 // the current one returns.
-func (w *HolderWatch) Cancel() { w.cancelAsSeenFrom(int64(syscall.Gettid())) }
+func (w *HolderWatch) Cancel() {
+	// Pinned so that the thread id stays this caller's while it is
+	// compared (a Go caller could otherwise move, and the callback's
+	// goroutine take over its old thread).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	w.cancelAsSeenFrom(int64(syscall.Gettid()))
+}
 
 // cancelAsSeenFrom is Cancel on behalf of a caller on thread tid: it does
 // not wait when that thread runs this watch's callback. (The callback's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -56,6 +57,10 @@ type Manager struct {
 	observers map[Key]*observedLease
 	reaping   bool  // a reaper goroutine runs (see idleObserverTimeout)
 	lastID    int64 // ids of elections and watches, unique in the process
+	// replaced keeps, by id, the last ended elections that a new election
+	// on the same lease replaced, so that an object holding the old id
+	// still gets its outcome (at most maxReplacedElections, oldest dropped).
+	replaced map[int64]*Election
 	// highestToken remembers, per lease, the highest fencing token seen,
 	// beyond the life of its observer (a Lease deleted and re-created must
 	// not hand out a smaller token).
@@ -78,7 +83,7 @@ func NewManager(clk clock.Clock) *Manager {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{},
+	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{}}
 }
 
@@ -324,9 +329,13 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	if old := m.elections[key]; old != nil && !old.Ended() {
+	old := m.elections[key]
+	if old != nil && !old.Ended() {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrElectionExists, key)
+	}
+	if old != nil {
+		m.keepReplacedLocked(old)
 	}
 	obs := m.acquireObserverLocked(client, key, resyncFor(t.LeaseDuration))
 	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
@@ -342,9 +351,37 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 
 // Election returns the election on ns/name (running or ended), or nil.
 func (m *Manager) Election(ns, name string) *Election {
+	return m.ElectionID(ns, name, 0)
+}
+
+// ElectionID returns the election on ns/name with that id (0: whichever
+// is there), also an ended one that a later election replaced; nil when
+// there is none, or it was forgotten.
+func (m *Manager) ElectionID(ns, name string, id int64) *Election {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.elections[Key{ns, name}]
+	e := m.elections[Key{ns, name}]
+	if id == 0 || (e != nil && e.id == id) {
+		return e
+	}
+	if r := m.replaced[id]; r != nil && r.key == (Key{ns, name}) {
+		return r
+	}
+	return nil
+}
+
+// maxReplacedElections bounds Manager.replaced.
+const maxReplacedElections = 64
+
+func (m *Manager) keepReplacedLocked(e *Election) {
+	m.replaced[e.id] = e
+	for len(m.replaced) > maxReplacedElections {
+		oldest := e.id
+		for id := range m.replaced {
+			oldest = min(oldest, id)
+		}
+		delete(m.replaced, oldest)
+	}
 }
 
 // CancelElection ends the election on ns/name (releasing a held lease) and
@@ -481,7 +518,10 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	}
 	m.mu.Unlock()
 	// Called from a holder callback, Shutdown must not wait for that
-	// callback: it is the caller.
+	// callback: it is the caller. Pinned so that the id stays the
+	// caller's thread until the waits are over.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	caller := int64(syscall.Gettid())
 
 	var wg sync.WaitGroup

@@ -297,6 +297,7 @@ const minWatchLife = time.Second
 func (o *observer) run(ctx context.Context) {
 	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
 	rv := ""
+	quickCloses := 0
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
@@ -308,13 +309,18 @@ func (o *observer) run(ctx context.Context) {
 			if err == nil && o.clock.Since(opened) < minWatchLife {
 				// The server closed the watch at once (overloaded, or a
 				// proxy in the way): reopen with backoff, not at
-				// round-trip speed.
+				// round-trip speed, and list again after a few in a row
+				// (the watch may be delivering nothing at all).
+				if quickCloses++; quickCloses >= 3 {
+					rv, quickCloses = "", 0
+				}
 				select {
 				case <-ctx.Done():
 				case <-o.clock.After(backoff.next()):
 				}
 				continue
 			}
+			quickCloses = 0
 		}
 		if err == nil {
 			backoff.reset()

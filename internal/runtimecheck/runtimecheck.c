@@ -42,26 +42,36 @@ static int collect(struct dl_phdr_info* info, size_t size, void* data) {
   return 0;
 }
 
+// load_bias sets *bias to the load bias of the object that holds addr.
+static int load_bias(void* addr, uintptr_t* bias) {
+  Dl_info info;
+  struct link_map* map = NULL;
+  if (dladdr1(addr, &info, (void**)&map, RTLD_DL_LINKMAP) == 0 || map == NULL) return -1;
+  *bias = (uintptr_t)map->l_addr;
+  return 0;
+}
+
 __attribute__((visibility("hidden"))) char* k8s_lease_other_go_runtime(int* failed) {
   struct loaded_objects objs = {NULL, NULL, 0, 0, 0};
   char* other = NULL;
-  // The object holding this code, told by its base address: a shared
+  // The object holding this code, told by its load bias (the link map's
+  // l_addr, which is what dl_iterate_phdr reports as dlpi_addr): a shared
   // library (ours), or the main program (then no named object is ours).
-  Dl_info self;
-  if (dladdr((void*)&k8s_lease_other_go_runtime, &self) == 0) {
+  uintptr_t self;
+  if (load_bias((void*)&k8s_lease_other_go_runtime, &self) != 0) {
     *failed = 1;
     return NULL;
   }
   dl_iterate_phdr(collect, &objs);
   *failed = objs.failed;
   for (size_t i = 0; i < objs.n && other == NULL && !objs.failed; i++) {
-    if (objs.bases[i] == (uintptr_t)self.dli_fbase) continue;  // ours
+    if (objs.bases[i] == self) continue;  // ours
     void* h = dlopen(objs.names[i], RTLD_LAZY | RTLD_NOLOAD);
     if (h == NULL) continue;
     void* sym = dlsym(h, "_cgo_wait_runtime_init_done");
-    Dl_info where;
+    uintptr_t defined_in;
     // Defined by this object itself, not merely resolved through it.
-    if (sym != NULL && dladdr(sym, &where) != 0 && (uintptr_t)where.dli_fbase == objs.bases[i]) {
+    if (sym != NULL && load_bias(sym, &defined_in) == 0 && defined_in == objs.bases[i]) {
       other = objs.names[i];
       objs.names[i] = NULL;
     }

@@ -176,6 +176,9 @@ TEST(Api, EveryFunctionRefusesEveryMalformedName) {
          return id == 0 ? rc : 0;
        }},
       {"CancelWatchId", [](char* n, char* l, char** e) { return K8sLeaseCancelWatchId(n, l, 1, e); }},
+      {"WaitElectedId", [](char* n, char* l, char** e) { return K8sLeaseWaitElectedId(n, l, 1, 1, nullptr, e); }},
+      {"WaitLostId", [](char* n, char* l, char** e) { return K8sLeaseWaitLostId(n, l, 1, e); }},
+      {"IsLeaderId", [](char* n, char* l, char** e) { return K8sLeaseIsLeaderId(n, l, 1, nullptr, nullptr, e); }},
       {"PatchPodLabel", [](char* n, char* p, char** e) { return K8sPatchPodLabel(n, p, (char*)"k", (char*)"v", e); }},
       {"RemovePodLabel", [](char* n, char* p, char** e) { return K8sRemovePodLabel(n, p, (char*)"k", e); }},
   };
@@ -211,6 +214,9 @@ TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
   for (long long id : {0LL, -1LL, LLONG_MIN}) {
     ExpectError(K8sLeaseCancelElectionId(S(ns), S("l"), id, err.out()), err, "electionId: must be > 0");
     ExpectError(K8sLeaseCancelWatchId(S(ns), S("l"), id, err.out()), err, "watchId: must be > 0");
+    ExpectError(K8sLeaseWaitElectedId(S(ns), S("l"), id, 1, nullptr, err.out()), err, "electionId: must be > 0");
+    ExpectError(K8sLeaseWaitLostId(S(ns), S("l"), id, err.out()), err, "electionId: must be > 0");
+    ExpectError(K8sLeaseIsLeaderId(S(ns), S("l"), id, nullptr, nullptr, err.out()), err, "electionId: must be > 0");
   }
   const std::string huge(1 << 20, 'k');
   for (const std::string& key : {std::string(""), huge, std::string("a/b/c"), std::string("/x"), std::string("k\xff")})

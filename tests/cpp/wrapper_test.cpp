@@ -106,3 +106,19 @@ TEST(Wrapper, ReassigningAHolderWatchKeepsTheNewOne) {
   for (int i = 0; i < 500 && second_calls == before; i++) std::this_thread::sleep_for(10ms);
   EXPECT_GT(second_calls.load(), before) << "the old HolderWatch's destructor stopped the new watch";
 }
+
+// An Election object whose candidacy ended does not reach the election that
+// replaced it: IsLeader, WaitElected and WaitLost answer for its own.
+TEST(Wrapper, AnEndedElectionDoesNotReachItsReplacement) {
+  std::string l = UniqueLease("replaced");
+  k8s_lease::Election first(kNamespace, l, "first", kFast);
+  ASSERT_TRUE(first.WaitElected(10s));
+  ASSERT_EQ(K8sLeaseCancelElection(S(kNamespace), S(l), nullptr), 0);  // ended from outside, by name
+  k8s_lease::Election second(kNamespace, l, "second", kFast);
+  ASSERT_TRUE(second.WaitElected(10s));
+  EXPECT_FALSE(first.IsLeader()) << "the ended Election reports the new one's leadership";
+  EXPECT_EQ(first.WaitLost(), "") << "WaitLost of the ended Election must not wait for the new one";
+  std::string why;
+  EXPECT_FALSE(first.WaitElected(1s, &why).has_value());
+  EXPECT_TRUE(second.IsLeader()) << "the ended Election's WaitElected cancelled the new one";
+}

@@ -27,6 +27,9 @@ struct k8s_lease_functions {
   int (*cancel_election_id)(char*, char*, long long, char**);
   int (*watch_holder_id)(char*, char*, void*, holder_change_cb_t, long long*, char**);
   int (*cancel_watch_id)(char*, char*, long long, char**);
+  int (*wait_elected_id)(char*, char*, long long, int, long long*, char**);
+  int (*wait_lost_id)(char*, char*, long long, char**);
+  int (*is_leader_id)(char*, char*, long long, long long*, long long*, char**);
 };
 
 int main(void) {
@@ -35,7 +38,7 @@ int main(void) {
       K8sLeaseCancelElection, K8sLeaseIsLeader, K8sLeaseGetHolder,   K8sLeaseWatchHolder, K8sLeaseCancelWatch,
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
       K8sLeaseStats,     K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
-      K8sLeaseWatchHolderId, K8sLeaseCancelWatchId,
+      K8sLeaseWatchHolderId, K8sLeaseCancelWatchId, K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId,
   };
   return f.version == 0;
 }
