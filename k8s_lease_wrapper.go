@@ -19,7 +19,7 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
+typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
 
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
@@ -237,16 +237,16 @@ func election(ns, leaseName *C.char, idField string, id int64) (*lease.Election,
 }
 
 //export K8sLeaseWaitElected
-func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
-	return waitElected(ns, leaseName, "", 0, timeoutSec, leaseTransitions, errMsg)
+func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
+	return waitElected(ns, leaseName, "", 0, timeoutSec, fencingToken, errMsg)
 }
 
 //export K8sLeaseWaitElectedId
-func K8sLeaseWaitElectedId(ns, leaseName *C.char, electionId C.longlong, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
-	return waitElected(ns, leaseName, "electionId", int64(electionId), timeoutSec, leaseTransitions, errMsg)
+func K8sLeaseWaitElectedId(ns, leaseName *C.char, electionId C.longlong, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
+	return waitElected(ns, leaseName, "electionId", int64(electionId), timeoutSec, fencingToken, errMsg)
 }
 
-func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.int, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		if timeoutSec <= 0 {
 			return -1, fmt.Errorf("%w: timeoutSec: must be > 0, got %d", lease.ErrInvalidArgument, timeoutSec)
@@ -262,8 +262,8 @@ func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.i
 		if err != nil {
 			return -1, err
 		}
-		if leaseTransitions != nil {
-			*leaseTransitions = C.longlong(token)
+		if fencingToken != nil {
+			*fencingToken = C.longlong(token)
 		}
 		return 0, nil
 	})
@@ -358,12 +358,12 @@ func isLeader(ns, leaseName *C.char, idField string, id int64, fencingToken, val
 }
 
 //export K8sLeaseGetHolder
-func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, leaseTransitions *C.longlong, errMsg **C.char) C.int {
+func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, fencingToken *C.longlong, errMsg **C.char) C.int {
 	if holderIdentity != nil {
 		*holderIdentity = nil
 	}
-	if leaseTransitions != nil {
-		*leaseTransitions = 0
+	if fencingToken != nil {
+		*fencingToken = 0
 	}
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
@@ -380,8 +380,8 @@ func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, leaseTran
 		if holderIdentity != nil && st.Holder != "" {
 			*holderIdentity = C.CString(st.Holder)
 		}
-		if leaseTransitions != nil {
-			*leaseTransitions = C.longlong(st.Token)
+		if fencingToken != nil {
+			*fencingToken = C.longlong(st.Token)
 		}
 		return 0, nil
 	})

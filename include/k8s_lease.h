@@ -1,8 +1,13 @@
 /*
  * k8s_lease.h - Kubernetes Lease leader election for C and C++ programs.
  *
- * The public contract of libk8s_lease_wrapper.so. (The header cgo generates
- * beside the .so is a build by-product; include this one.)
+ * The public contract of libk8s_lease_wrapper.so. The header cgo generates
+ * beside the .so (libk8s_lease_wrapper.h) declares the same functions with
+ * `char*` where this one has `const char*` for every string the library
+ * only reads: the same ABI, so code written against either links with the
+ * library, and C++ callers of this one pass literals and c_str() without a
+ * cast. Include one of the two in a file, never both (their prototypes
+ * differ in const, which C and C++ reject as a conflict).
  *
  * Conventions, for every function unless its comment says otherwise:
  *   - Return 0 on success and -1 on error. On error *errMsg is set to a
@@ -61,14 +66,14 @@ extern "C" {
  *                    absent, released, or not renewed for a lease duration).
  *                    Valid only during the call: copy it to keep it.
  *   holderSize       strlen(holder); 0 when holder is NULL.
- *   leaseTransitions the fencing token of the Lease (0 when it is absent).
+ *   fencingToken     the fencing token of the Lease (0 when it is absent).
  * Runs on a thread owned by the library (it changes from call to call);
  * callbacks of one watch never run concurrently. Must not throw (a C++
  * exception must never unwind into the library) and should return quickly.
  * From inside it, any function of this library may be called; see
  * K8sLeaseCancelWatch for cancelling from a callback.
  */
-typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t leaseTransitions);
+typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
 
 /*
  * K8sLeaseInit - connect to the cluster. Tries the in-cluster service
@@ -104,7 +109,7 @@ int K8sLeaseInit(char** errMsg);
  * lease duration ago by it, the candidacy takes over at once.
  * Returns 0, or -1 (no configuration, bad argument, election exists).
  */
-int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec,
+int K8sLeaseRunElection(const char* ns, const char* leaseName, const char* identity, int leaseDurationSec, int renewDeadlineSec,
                         int retryPeriodSec, char** errMsg);
 
 /*
@@ -113,7 +118,7 @@ int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDura
  * Lease stores seconds); the renew deadline and retry period may be any
  * number of milliseconds that keeps the rules above.
  */
-int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs,
+int K8sLeaseRunElectionMs(const char* ns, const char* leaseName, const char* identity, long long leaseDurationMs,
                           long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
 
 /*
@@ -123,19 +128,19 @@ int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long l
  * (never a later election on the same lease, such as the one that replaced
  * it) ends it with K8sLeaseCancelElectionId.
  */
-int K8sLeaseRunElectionMsId(char* ns, char* leaseName, char* identity, long long leaseDurationMs,
+int K8sLeaseRunElectionMsId(const char* ns, const char* leaseName, const char* identity, long long leaseDurationMs,
                             long long renewDeadlineMs, long long retryPeriodMs, long long* electionId, char** errMsg);
 
 /*
  * K8sLeaseWaitElected - block until this process leads ns/leaseName, for at
- * most timeoutSec (> 0) seconds. On success *leaseTransitions is the fencing
+ * most timeoutSec (> 0) seconds. On success *fencingToken is the fencing
  * token. Returns 0 (leader), or -1 when: there is no election on the lease,
  * the timeout passed (the candidacy is then cancelled), the election was
  * cancelled, leadership was already lost again, or the candidacy gave up on
  * an error retrying cannot cure: "forbidden" (RBAC), "unauthorized", or the
  * namespace does not exist. Those are reported at once, never retried.
  */
-int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* leaseTransitions, char** errMsg);
+int K8sLeaseWaitElected(const char* ns, const char* leaseName, int timeoutSec, long long* fencingToken, char** errMsg);
 
 /*
  * K8sLeaseWaitLost - block until the leadership (or, if never elected, the
@@ -149,7 +154,7 @@ int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* le
  * After a loss the process must stop acting as leader; call
  * K8sLeaseRunElection again to stand as a candidate again.
  */
-int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
+int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
 
 /*
  * K8sLeaseCancelElection - end the election on ns/leaseName. Synchronous:
@@ -160,7 +165,7 @@ int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
  * is written, never after. Idempotent: no election is success.
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
-int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
+int K8sLeaseCancelElection(const char* ns, const char* leaseName, char** errMsg);
 
 /*
  * K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId - the same
@@ -171,10 +176,10 @@ int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
  * kept; an older one, or one that was cancelled, reads as no election:
  * WaitElectedId returns -1 "no election", WaitLostId 0, IsLeaderId 0).
  */
-int K8sLeaseWaitElectedId(char* ns, char* leaseName, long long electionId, int timeoutSec, long long* leaseTransitions,
+int K8sLeaseWaitElectedId(const char* ns, const char* leaseName, long long electionId, int timeoutSec, long long* fencingToken,
                           char** errMsg);
-int K8sLeaseWaitLostId(char* ns, char* leaseName, long long electionId, char** errMsg);
-int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs,
+int K8sLeaseWaitLostId(const char* ns, const char* leaseName, long long electionId, char** errMsg);
+int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long electionId, long long* fencingToken, long long* validForMs,
                        char** errMsg);
 
 /*
@@ -184,7 +189,7 @@ int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long lon
  * election already ended.
  * Returns 0, or -1 (bad argument, electionId <= 0, release failed).
  */
-int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
+int K8sLeaseCancelElectionId(const char* ns, const char* leaseName, long long electionId, char** errMsg);
 
 /*
  * K8sLeaseIsLeader - whether this process leads ns/leaseName right now. No
@@ -194,13 +199,13 @@ int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, ch
  * gate every unit of leader-only work.
  * Returns 1 (leader), 0 (not leader, or no election), -1 (bad argument).
  */
-int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
+int K8sLeaseIsLeader(const char* ns, const char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
 
 /*
  * K8sLeaseGetHolder - the current holder of ns/leaseName. *holderIdentity is
  * set to a new string owned by the caller (free with K8sLeaseFree), or NULL
  * when the lease has no holder (released, or not renewed for a lease
- * duration). *leaseTransitions is the fencing token.
+ * duration). *fencingToken is the fencing token.
  * The process follows every lease it asks about: the first call on a lease
  * starts a watch of it (one list, whose answer it waits for, at most 10 s,
  * then a watch) and every later call answers locally, in about a
@@ -222,7 +227,7 @@ int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long lo
  * Returns 0 (the Lease exists), 1 (the Lease does not exist), -1 (error: no
  * configuration, bad argument, the first list failed, e.g. forbidden).
  */
-int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* leaseTransitions, char** errMsg);
+int K8sLeaseGetHolder(const char* ns, const char* leaseName, char** holderIdentity, long long* fencingToken, char** errMsg);
 
 /*
  * K8sLeaseWatchHolder - call callbackFunc(callbackCtx, ...) once with the
@@ -237,7 +242,7 @@ int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long lon
  * and must stay valid until K8sLeaseCancelWatch returns.
  * Returns 0, or -1 (no configuration, bad argument, watch exists).
  */
-int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
+int K8sLeaseWatchHolder(const char* ns, const char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
                         char** errMsg);
 
 /*
@@ -245,7 +250,7 @@ int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_cha
  * be NULL) to this watch's id: > 0, unique in the process; stop it with
  * K8sLeaseCancelWatchId to stop only that watch.
  */
-int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
+int K8sLeaseWatchHolderId(const char* ns, const char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc,
                           long long* watchId, char** errMsg);
 
 /*
@@ -261,7 +266,7 @@ int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_c
  * the other.) No watch is success.
  * Returns 0, or -1 (bad argument).
  */
-int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
+int K8sLeaseCancelWatch(const char* ns, const char* leaseName, char** errMsg);
 
 /*
  * K8sLeaseCancelWatchId - K8sLeaseCancelWatch for the watch with id watchId
@@ -270,7 +275,7 @@ int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
  * success.
  * Returns 0, or -1 (bad argument, watchId <= 0).
  */
-int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
+int K8sLeaseCancelWatchId(const char* ns, const char* leaseName, long long watchId, char** errMsg);
 
 /*
  * K8sPatchPodLabel - set label labelKey=labelValue on Pod ns/podName with a
@@ -278,14 +283,14 @@ int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** e
  * qualified name and the value a valid label value.
  * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
  */
-int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
+int K8sPatchPodLabel(const char* ns, const char* podName, const char* labelKey, const char* labelValue, char** errMsg);
 
 /*
  * K8sRemovePodLabel - remove label labelKey from Pod ns/podName; removing an
  * absent label is success.
  * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
  */
-int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
+int K8sRemovePodLabel(const char* ns, const char* podName, const char* labelKey, char** errMsg);
 
 /*
  * K8sLeaseShutdown - cancel every election (releasing held leases) and every

@@ -49,7 +49,7 @@ class Message {
   char* p_ = nullptr;
 };
 
-inline char* c(const std::string& s) { return const_cast<char*>(s.c_str()); }
+inline const char* c(const std::string& s) { return s.c_str(); }
 
 inline void check(int rc, const Message& m, const char* what) {
   if (rc < 0) throw Error(std::string(what) + ": " + m.str());

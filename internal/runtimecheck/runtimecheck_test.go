@@ -74,7 +74,7 @@ func TestCheckBesideAThreadLoadingObjects(t *testing.T) {
 // Why the check is built that way: the old scan, which called dlopen inside
 // the callback, deadlocks beside such a thread. It runs in a child process
 // (a deadlocked thread cannot be freed; the child cannot even exit, since
-// exit takes the loader lock too), killed after 30 s; K8S_LEASE_OLD_SCAN
+// exit takes the loader lock too), killed after 10 s; K8S_LEASE_OLD_SCAN
 // selects it.
 func TestOldScanDeadlocksBesideAThreadLoadingObjects(t *testing.T) {
 	if os.Getenv("K8S_LEASE_OLD_SCAN") == "1" {
@@ -91,7 +91,7 @@ func TestOldScanDeadlocksBesideAThreadLoadingObjects(t *testing.T) {
 	select {
 	case err := <-exited:
 		t.Skipf("the old scan finished 20000 rounds without deadlocking in this run (%v): the race is timing-dependent", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
 		t.Log("the old scan deadlocked beside a thread loading shared objects, as glibc's loader lock predicts")

@@ -14,7 +14,7 @@ using namespace k8s_lease_test;
 
 namespace {
 
-char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+const char* S(const std::string& s) { return s.c_str(); }
 
 const std::string kLong(300, 'a');  // too long for a name
 
@@ -151,36 +151,36 @@ TEST(Api, EveryFunctionRefusesEveryMalformedName) {
   const std::string huge(1 << 20, 'a');  // 1 MiB
   const std::vector<std::string> bad = {"", huge, kLong, "\xff\xfe", "a\tb", "with space", "UPPER", "-lead", "trail-",
                                         "a..b", "a/b", "%2e%2e", "../x"};
-  using Call = std::function<int(char* ns, char* name, char** err)>;
+  using Call = std::function<int(const char* ns, const char* name, char** err)>;
   const std::vector<std::pair<std::string, Call>> calls = {
-      {"RunElection", [](char* n, char* l, char** e) { return K8sLeaseRunElection(n, l, (char*)"id", 5, 4, 1, e); }},
-      {"RunElectionMs", [](char* n, char* l, char** e) { return K8sLeaseRunElectionMs(n, l, (char*)"id", 5000, 4000, 1000, e); }},
-      {"WaitElected", [](char* n, char* l, char** e) { return K8sLeaseWaitElected(n, l, 1, nullptr, e); }},
-      {"WaitLost", [](char* n, char* l, char** e) { return K8sLeaseWaitLost(n, l, e); }},
-      {"CancelElection", [](char* n, char* l, char** e) { return K8sLeaseCancelElection(n, l, e); }},
-      {"IsLeader", [](char* n, char* l, char** e) { return K8sLeaseIsLeader(n, l, nullptr, nullptr, e); }},
-      {"GetHolder", [](char* n, char* l, char** e) { return K8sLeaseGetHolder(n, l, nullptr, nullptr, e); }},
-      {"WatchHolder", [](char* n, char* l, char** e) {
+      {"RunElection", [](const char* n, const char* l, char** e) { return K8sLeaseRunElection(n, l, "id", 5, 4, 1, e); }},
+      {"RunElectionMs", [](const char* n, const char* l, char** e) { return K8sLeaseRunElectionMs(n, l, "id", 5000, 4000, 1000, e); }},
+      {"WaitElected", [](const char* n, const char* l, char** e) { return K8sLeaseWaitElected(n, l, 1, nullptr, e); }},
+      {"WaitLost", [](const char* n, const char* l, char** e) { return K8sLeaseWaitLost(n, l, e); }},
+      {"CancelElection", [](const char* n, const char* l, char** e) { return K8sLeaseCancelElection(n, l, e); }},
+      {"IsLeader", [](const char* n, const char* l, char** e) { return K8sLeaseIsLeader(n, l, nullptr, nullptr, e); }},
+      {"GetHolder", [](const char* n, const char* l, char** e) { return K8sLeaseGetHolder(n, l, nullptr, nullptr, e); }},
+      {"WatchHolder", [](const char* n, const char* l, char** e) {
          return K8sLeaseWatchHolder(n, l, nullptr, [](void*, const char*, size_t, int64_t) {}, e);
        }},
-      {"CancelWatch", [](char* n, char* l, char** e) { return K8sLeaseCancelWatch(n, l, e); }},
-      {"RunElectionMsId", [](char* n, char* l, char** e) {
+      {"CancelWatch", [](const char* n, const char* l, char** e) { return K8sLeaseCancelWatch(n, l, e); }},
+      {"RunElectionMsId", [](const char* n, const char* l, char** e) {
          long long id = -1;
-         int rc = K8sLeaseRunElectionMsId(n, l, (char*)"id", 5000, 4000, 1000, &id, e);
+         int rc = K8sLeaseRunElectionMsId(n, l, "id", 5000, 4000, 1000, &id, e);
          return id == 0 ? rc : 0;  // a refusal leaves no id
        }},
-      {"CancelElectionId", [](char* n, char* l, char** e) { return K8sLeaseCancelElectionId(n, l, 1, e); }},
-      {"WatchHolderId", [](char* n, char* l, char** e) {
+      {"CancelElectionId", [](const char* n, const char* l, char** e) { return K8sLeaseCancelElectionId(n, l, 1, e); }},
+      {"WatchHolderId", [](const char* n, const char* l, char** e) {
          long long id = -1;
          int rc = K8sLeaseWatchHolderId(n, l, nullptr, [](void*, const char*, size_t, int64_t) {}, &id, e);
          return id == 0 ? rc : 0;
        }},
-      {"CancelWatchId", [](char* n, char* l, char** e) { return K8sLeaseCancelWatchId(n, l, 1, e); }},
-      {"WaitElectedId", [](char* n, char* l, char** e) { return K8sLeaseWaitElectedId(n, l, 1, 1, nullptr, e); }},
-      {"WaitLostId", [](char* n, char* l, char** e) { return K8sLeaseWaitLostId(n, l, 1, e); }},
-      {"IsLeaderId", [](char* n, char* l, char** e) { return K8sLeaseIsLeaderId(n, l, 1, nullptr, nullptr, e); }},
-      {"PatchPodLabel", [](char* n, char* p, char** e) { return K8sPatchPodLabel(n, p, (char*)"k", (char*)"v", e); }},
-      {"RemovePodLabel", [](char* n, char* p, char** e) { return K8sRemovePodLabel(n, p, (char*)"k", e); }},
+      {"CancelWatchId", [](const char* n, const char* l, char** e) { return K8sLeaseCancelWatchId(n, l, 1, e); }},
+      {"WaitElectedId", [](const char* n, const char* l, char** e) { return K8sLeaseWaitElectedId(n, l, 1, 1, nullptr, e); }},
+      {"WaitLostId", [](const char* n, const char* l, char** e) { return K8sLeaseWaitLostId(n, l, 1, e); }},
+      {"IsLeaderId", [](const char* n, const char* l, char** e) { return K8sLeaseIsLeaderId(n, l, 1, nullptr, nullptr, e); }},
+      {"PatchPodLabel", [](const char* n, const char* p, char** e) { return K8sPatchPodLabel(n, p, "k", "v", e); }},
+      {"RemovePodLabel", [](const char* n, const char* p, char** e) { return K8sRemovePodLabel(n, p, "k", e); }},
   };
   int checked = 0;
   for (const auto& [fn, call] : calls) {

@@ -19,7 +19,7 @@ using namespace k8s_lease_test;
 
 namespace {
 
-char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+const char* S(const std::string& s) { return s.c_str(); }
 
 struct Seen {
   std::string holder;  // "" for NULL

@@ -118,7 +118,7 @@ class Worker {
       }
       long long fencing = 0;
       long long begin = MonoNs();
-      int rc = K8sLeaseIsLeader((char*)o_.ns.c_str(), (char*)o_.lease.c_str(), &fencing, nullptr, nullptr);
+      int rc = K8sLeaseIsLeader(o_.ns.c_str(), o_.lease.c_str(), &fencing, nullptr, nullptr);
       long long end = MonoNs();
       if (rc == 1) {
         if (!on || fencing != token_) {
@@ -205,7 +205,7 @@ class Candidate {
     char* err = nullptr;
     int rc = 0;
     while (!stopping_ && (end == 0 || MonoNs() < end)) {
-      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+      if (K8sLeaseRunElectionMs(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
         rc = Fail("run", err);
         break;
       }
@@ -261,7 +261,7 @@ class Candidate {
         WaitForViewChange(view);
         continue;
       }
-      if (K8sLeaseRunElectionMs(Ns(), Lease(), (char*)o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+      if (K8sLeaseRunElectionMs(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
         Fail("run", err);
         usleep(1000000);
         continue;
@@ -292,13 +292,13 @@ class Candidate {
     if (o_.pod.empty()) return;
     char* err = nullptr;
     const char* key = "k8s-lease.test/role";
-    int rc = leader ? K8sPatchPodLabel(Ns(), (char*)o_.pod.c_str(), (char*)key, (char*)"leader", &err)
-                    : K8sRemovePodLabel(Ns(), (char*)o_.pod.c_str(), (char*)key, &err);
+    int rc = leader ? K8sPatchPodLabel(Ns(), o_.pod.c_str(), key, "leader", &err)
+                    : K8sRemovePodLabel(Ns(), o_.pod.c_str(), key, &err);
     if (rc != 0) fprintf(stderr, "lease_candidate %d: label error: %s\n", getpid(), TakeMessage(err).c_str());
   }
 
-  char* Ns() { return (char*)o_.ns.c_str(); }
-  char* Lease() { return (char*)o_.lease.c_str(); }
+  const char* Ns() { return o_.ns.c_str(); }
+  const char* Lease() { return o_.lease.c_str(); }
 
   // One candidacy: waits to lead, leads, and steps down or loses. Returns
   // false when the process is stopping.

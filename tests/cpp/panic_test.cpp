@@ -44,11 +44,11 @@ TEST(InjectedPanic, InsideACallReturnsMinusOne) {
   InitWithDummyKubeconfig();
   char* err = nullptr;
   for (int i = 0; i < 3; i++) {  // again and again: the process lives
-    ASSERT_EQ(K8sLeaseRunElection((char*)"ns", (char*)"l", (char*)"a", 15, 10, 2, &err), -1);
+    ASSERT_EQ(K8sLeaseRunElection("ns", "l", "a", 15, 10, 2, &err), -1);
     std::string msg = Take(err);
     EXPECT_EQ(msg.rfind("internal error: injected panic at call", 0), 0u) << msg;
   }
-  EXPECT_EQ(K8sLeaseIsLeader((char*)"ns", (char*)"l", nullptr, nullptr, nullptr), 0);
+  EXPECT_EQ(K8sLeaseIsLeader("ns", "l", nullptr, nullptr, nullptr), 0);
   EXPECT_NE(K8sLeaseVersion(), nullptr);
 }
 
@@ -56,14 +56,14 @@ TEST(InjectedPanic, InAnElectionGoroutineEndsTheCandidacy) {
   if (std::string(Point()) != "campaign") GTEST_SKIP() << "K8S_LEASE_PANIC_AT is not campaign";
   InitWithDummyKubeconfig();
   char* err = nullptr;
-  ASSERT_EQ(K8sLeaseRunElection((char*)"ns", (char*)"l", (char*)"a", 15, 10, 2, &err), 0) << Take(err);
+  ASSERT_EQ(K8sLeaseRunElection("ns", "l", "a", 15, 10, 2, &err), 0) << Take(err);
   long long token = -1;
-  ASSERT_EQ(K8sLeaseWaitElected((char*)"ns", (char*)"l", 5, &token, &err), -1);
+  ASSERT_EQ(K8sLeaseWaitElected("ns", "l", 5, &token, &err), -1);
   std::string msg = Take(err);
   EXPECT_NE(msg.find("internal error: panic: injected panic at campaign"), std::string::npos) << msg;
-  EXPECT_EQ(K8sLeaseWaitLost((char*)"ns", (char*)"l", &err), -1);
+  EXPECT_EQ(K8sLeaseWaitLost("ns", "l", &err), -1);
   EXPECT_NE(Take(err).find("internal error"), std::string::npos);
-  EXPECT_EQ(K8sLeaseIsLeader((char*)"ns", (char*)"l", nullptr, nullptr, nullptr), 0);
-  EXPECT_EQ(K8sLeaseCancelElection((char*)"ns", (char*)"l", &err), 0) << Take(err);
+  EXPECT_EQ(K8sLeaseIsLeader("ns", "l", nullptr, nullptr, nullptr), 0);
+  EXPECT_EQ(K8sLeaseCancelElection("ns", "l", &err), 0) << Take(err);
   EXPECT_EQ(K8sLeaseShutdown(2000, &err), 0) << Take(err);
 }

@@ -48,7 +48,7 @@ class HostHandler {
   struct sigaction old_;
 };
 
-char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+const char* S(const std::string& s) { return s.c_str(); }
 
 // Fork then exec from the host: the child runs no Go code, so it works.
 int ForkExec(const char* script) {

@@ -20,7 +20,7 @@ TEST(TwoRuntimes, InitRefusesBesideAnotherGoLibrary) {
   EXPECT_NE(msg.find("libother_go.so"), std::string::npos) << "the error must name the library: " << msg;
   // Functions that initialize on first use refuse the same way: nothing starts.
   err = nullptr;
-  EXPECT_EQ(K8sLeaseRunElection((char*)"ns", (char*)"l", (char*)"a", 15, 10, 2, &err), -1);
+  EXPECT_EQ(K8sLeaseRunElection("ns", "l", "a", 15, 10, 2, &err), -1);
   EXPECT_NE(std::string(err ? err : "").find("another Go runtime is loaded"), std::string::npos) << (err ? err : "");
   K8sLeaseFree(err);
 }

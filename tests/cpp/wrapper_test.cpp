@@ -16,7 +16,7 @@ using namespace std::chrono_literals;
 
 namespace {
 const k8s_lease::Timing kFast{2000ms, 1500ms, 400ms};
-char* S(const std::string& s) { return const_cast<char*>(s.c_str()); }
+const char* S(const std::string& s) { return s.c_str(); }
 }  // namespace
 
 TEST(Wrapper, ElectionDestructorReleases) {
