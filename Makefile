@@ -87,10 +87,12 @@ unit:
 	$(GO) test -race -count=1 -tags k8s_lease_panic_inject -run TestInjectedPanic ./lease
 	@$(MAKE) --no-print-directory fuzz
 
+# A failing run's own output is printed (a finding names its input, written
+# to lease/testdata/fuzz).
 fuzz:
-	@for f in $(FUZZ_TARGETS); do \
-	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease >/dev/null || { echo "fuzz $$f failed" >&2; \
-	    $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease; exit 1; }; echo "fuzz $$f: $(FUZZTIME) clean"; done
+	@mkdir -p $(BUILD) && for f in $(FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease > $(BUILD)/fuzz.log 2>&1 || { echo "fuzz $$f failed:" >&2; \
+	    grep -v '^fuzz: elapsed' $(BUILD)/fuzz.log >&2; exit 1; }; echo "fuzz $$f: $(FUZZTIME) clean"; done
 
 # One envtest-server binary serves every integration layer. The fault suite
 # (real candidate processes on the shipped .so) runs alone afterwards, so its
