@@ -46,6 +46,7 @@ type logLine struct {
 var logging struct {
 	sink      atomic.Pointer[LogSink] // nil: stderr
 	level     atomic.Int32
+	levelMu   sync.Mutex // serializes SetLogLevel
 	dropped   atomic.Int64
 	queue     chan logLine
 	start     sync.Once
@@ -87,6 +88,9 @@ func SetLogLevel(l Level) error {
 		return invalid("log level: must be 0..%d, got %d", maxLevel, l)
 	}
 	setupKlog()
+	// klog's flag set is not safe for concurrent Set: one caller at a time.
+	logging.levelMu.Lock()
+	defer logging.levelMu.Unlock()
 	logging.level.Store(int32(l))
 	return logging.klogFlags.Set("v", strconv.Itoa(max(0, int(l-LevelDebug))))
 }

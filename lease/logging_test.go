@@ -162,3 +162,21 @@ func TestLogCallbackMayCallTheLibrary(t *testing.T) {
 		})
 	}
 }
+
+// SetLogLevel may be called from several threads at once (a host thread
+// and a log callback, say): klog's flag set is not safe for that by itself.
+func TestSetLogLevelConcurrently(t *testing.T) {
+	t.Cleanup(func() { _ = SetLogLevel(LevelWarning) })
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Go(func() {
+			for j := 0; j < 50; j++ {
+				if err := SetLogLevel(Level(j % int(maxLevel+1))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
