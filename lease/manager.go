@@ -341,8 +341,7 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).campaigns.Add(1)
-	m.lastID++
-	e.id = m.lastID
+	e.id = m.nextIDLocked()
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -368,6 +367,12 @@ func (m *Manager) ElectionID(ns, name string, id int64) *Election {
 		return r
 	}
 	return nil
+}
+
+// nextIDLocked returns a new election or watch id; m.mu held.
+func (m *Manager) nextIDLocked() int64 {
+	m.lastID++
+	return m.lastID
 }
 
 // maxReplacedElections bounds Manager.replaced.
@@ -438,8 +443,7 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	var w *HolderWatch
 	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
 		func() { m.releaseObserver(key); m.watchEnded(key, w) })
-	m.lastID++
-	w.id = m.lastID
+	w.id = m.nextIDLocked()
 	m.watches[key] = w
 	w.start()
 	m.mu.Unlock()

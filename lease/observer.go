@@ -151,8 +151,9 @@ func (o *observer) pauseLocked() {
 }
 
 // resumeLocked starts a follow loop unless one runs, the observer is
-// stopped, or an election of this process leads the lease. The new loop first waits for the previous one to return, so
-// that loops never overlap and stop needs to wait for the last one only.
+// stopped, or an election of this process leads the lease. The new loop
+// first waits for the previous one to return, so that loops never overlap
+// and stop needs to wait for the last one only.
 func (o *observer) resumeLocked() {
 	if o.stopped || o.cancelLoop != nil || o.pausedBy != nil {
 		return
@@ -343,17 +344,23 @@ func (o *observer) run(ctx context.Context) {
 	}
 }
 
-// safeList is list with a panic turned into an error: the loop backs off
-// and lists again instead of killing the host.
-func (o *observer) safeList(ctx context.Context) (rv string, err error) {
+// safeList is list with a panic turned into an error (see contained).
+func (o *observer) safeList(ctx context.Context) (string, error) {
+	return o.contained("list", "watch", func() (string, error) { return o.list(ctx) })
+}
+
+// contained runs a step of the follow loop (injection point point) with a
+// panic turned into a logged error: the loop backs off and lists again
+// instead of killing the host.
+func (o *observer) contained(point, what string, step func() (string, error)) (rv string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			rv, err = "", panicError(p)
-			logf(LevelError, "lease %s: watch: %v", o.name, err)
+			logf(LevelError, "lease %s: %s: %v", o.name, what, err)
 		}
 	}()
-	injectPanic("list")
-	return o.list(ctx)
+	injectPanic(point)
+	return step()
 }
 
 func (o *observer) selector() string {
@@ -422,17 +429,9 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 	}
 }
 
-// safeHandle is handle with a panic turned into an error: the loop backs
-// off and lists again.
-func (o *observer) safeHandle(ev watch.Event) (rv string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			rv, err = "", panicError(p)
-			logf(LevelError, "lease %s: watch event: %v", o.name, err)
-		}
-	}()
-	injectPanic("event")
-	return o.handle(ev)
+// safeHandle is handle with a panic turned into an error (see contained).
+func (o *observer) safeHandle(ev watch.Event) (string, error) {
+	return o.contained("event", "watch event", func() (string, error) { return o.handle(ev) })
 }
 
 func (o *observer) handle(ev watch.Event) (string, error) {
