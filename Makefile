@@ -21,8 +21,10 @@ LIB_LDFLAGS ?= -s -w
 SONAME_FLAGS := -extldflags=-Wl,-soname,libk8s_lease_wrapper.so
 GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(BUILD)/*') go.mod go.sum
 # What the library is built from: a change elsewhere does not rebuild it.
-LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard lease/*.go)) \
-  $(wildcard internal/runtimecheck/*.go internal/runtimecheck/*.c internal/runtimecheck/*.h) go.mod go.sum
+# (capi/callbacks.c includes include/k8s_lease.h, for its typedefs.)
+LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard capi/*.go lease/*.go)) \
+  $(wildcard capi/*.c capi/*.h internal/runtimecheck/*.go internal/runtimecheck/*.c internal/runtimecheck/*.h) \
+  include/k8s_lease.h go.mod go.sum
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
 ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only when
@@ -35,7 +37,7 @@ all: lib
 
 lib: $(LIB)
 
-$(LIB): $(LIB_SOURCES) include/k8s_lease.h
+$(LIB): $(LIB_SOURCES)
 	$(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
 	mkdir -p $(BUILD)/include && cp include/k8s_lease.h $(BUILD)/include/
 	cp include/k8s_lease.h $(BUILD)/
@@ -66,16 +68,32 @@ tidy-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy" >&2; exit 1; }
 
 # The header cgo generates beside the library (the one our first user
-# includes) compiles as strict C11 and as C++ with every warning an error.
+# includes) compiles as strict C11 and as C++ with every warning an error,
+# and declares every function the library exports with the types of
+# include/k8s_lease.h. Those declarations are written by hand in
+# k8s_lease_wrapper.go's preamble; the same check then runs on the
+# prototypes cgo derives from package capi's definitions (written by
+# `go tool cgo -exportheader`), so declarations and definitions agree.
+# Linked as C++, every declaration must resolve to the library's C symbol.
+# (The directory's leading _ keeps the .go files cgo writes there out of ./...)
+CAPI_HEADER_DIR := $(BUILD)/_capi-header
 header-check: $(LIB)
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -I$(BUILD) -fsyntax-only tests/header/generated_header.c
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -I$(BUILD) -fsyntax-only tests/header/generated_header.cpp
+	@mkdir -p $(BUILD)/_header-check
+	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -I$(BUILD) tests/header/generated_header.c -x none \
+	  -L$(BUILD) -lk8s_lease_wrapper -o $(BUILD)/_header-check/generated_header_cxx
+	bash tests/header/check_exports.sh $(LIB) $(BUILD)/libk8s_lease_wrapper.h
+	@rm -rf $(CAPI_HEADER_DIR) && mkdir -p $(CAPI_HEADER_DIR)
+	cd capi && $(GO) tool cgo -objdir $(abspath $(CAPI_HEADER_DIR))/ -exportheader $(abspath $(CAPI_HEADER_DIR))/libk8s_lease_wrapper.h \
+	  $$(grep -l '^import "C"' $$(ls *.go | grep -v '_test\.go$$'))
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_CHECK_CAPI -I$(CAPI_HEADER_DIR) -Icapi -fsyntax-only tests/header/generated_header.c
 
-# envtest (controller-runtime) is for tests only: it must never be linked
-# into the shared library.
+# envtest (controller-runtime) and the Prometheus parser are for tests only:
+# they must never be linked into the shared library.
 check-deps:
-	@if $(GO) list -deps k8s_lease_wrapper.go | grep -q '^sigs.k8s.io/controller-runtime'; then \
-	  echo "controller-runtime is linked into the library" >&2; exit 1; fi
+	@linked=$$($(GO) list -deps k8s_lease_wrapper.go | grep -E '^(sigs.k8s.io/controller-runtime|github.com/prometheus/common)' || true); \
+	  if [ -n "$$linked" ]; then echo "test-only packages linked into the library: $$linked" >&2; exit 1; fi
 
 # Go unit tests, the injected-panic tests, and a short run of every fuzz
 # target (`make fuzz FUZZTIME=10m` explores longer; the corpus lives in
@@ -120,7 +138,14 @@ cmake-build: deps $(LIB) $(PANIC_LIB) $(ENVTEST_SERVER)
 cpp-test: cmake-build
 	$(with_assets) cd $(BUILD)/cmake && ctest --output-on-failure
 
-test: deps vet header-check unit integration demo-check cpp-test
+# Stage by stage, each timed; the times are printed at the end.
+TEST_STAGES := deps vet header-check unit integration demo-check cpp-test
+test:
+	@mkdir -p $(BUILD) && : > $(BUILD)/test-times.txt
+	@for stage in $(TEST_STAGES); do start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$stage || { echo "make test: stage $$stage failed" >&2; exit 1; }; \
+	  echo "$$stage $$(( $$(date +%s) - start ))" >> $(BUILD)/test-times.txt; done
+	@echo "make test: seconds per stage:"; awk '{ printf "  %-13s %4d s\n", $$1, $$2; t += $$2 } END { printf "  %-13s %4d s\n", "total", t }' $(BUILD)/test-times.txt
 
 # The README's first command must keep working: run it and keep its output.
 demo-check: cmake-build $(BUILD)/bin/lease-demo

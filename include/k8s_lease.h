@@ -1,13 +1,18 @@
 /*
  * k8s_lease.h - Kubernetes Lease leader election for C and C++ programs.
  *
- * The public contract of libk8s_lease_wrapper.so. The header cgo generates
- * beside the .so (libk8s_lease_wrapper.h) declares the same functions with
- * `char*` where this one has `const char*` for every string the library
- * only reads: the same ABI, so code written against either links with the
- * library, and C++ callers of this one pass literals and c_str() without a
- * cast. Include one of the two in a file, never both (their prototypes
- * differ in const, which C and C++ reject as a conflict).
+ * The public contract of libk8s_lease_wrapper.so, and of any other Go
+ * c-shared library that embeds k8s-lease (its main package imports
+ * github.com/k8s-lease/k8s-lease/capi; see the README): such a library
+ * exports every function below, with the same behaviour, but
+ * K8sLeaseStandalone, and its callers include this header. The header cgo
+ * generates beside libk8s_lease_wrapper.so (libk8s_lease_wrapper.h)
+ * declares the same functions with `char*` where this one has `const char*`
+ * for every string the library only reads: the same ABI, so code written
+ * against either links with the library, and C++ callers of this one pass
+ * literals and c_str() without a cast. Include one of the two in a file,
+ * never both (their prototypes differ in const, which C and C++ reject as a
+ * conflict).
  *
  * Conventions, for every function unless its comment says otherwise:
  *   - Return 0 on success and -1 on error. On error *errMsg is set to a
@@ -24,7 +29,8 @@
  *   - All functions are thread-safe. None may be called after fork() without
  *     exec (a Go runtime does not survive fork). The library can never be
  *     unloaded (dlclose is a no-op for Go libraries), and a process must not
- *     load two Go c-shared libraries (K8sLeaseInit refuses).
+ *     load two Go c-shared libraries (K8sLeaseInit refuses): a host that
+ *     needs other Go code links one library that embeds k8s-lease.
  *   - A panic inside the library never reaches the host: a call returns -1
  *     with "internal error: ...", and a panic on one of the library's own
  *     threads ends that election (WaitElected / WaitLost return -1 with
@@ -79,7 +85,9 @@ typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderS
  * K8sLeaseInit - connect to the cluster. Tries the in-cluster service
  * account, then the kubeconfig loading rules ($KUBECONFIG, else
  * ~/.kube/config); the error names every source tried. The environment
- * (KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST/PORT) is read at the call, so a
+ * (KUBECONFIG, HOME, KUBERNETES_SERVICE_HOST/PORT, and K8S_LEASE_EVENTS:
+ * "off" stops the Kubernetes Events recorded on the Lease when leadership
+ * begins and ends; on by default, best effort) is read at the call, so a
  * setenv() made by the host before it is seen. Idempotent: later calls
  * return 0 at once. Makes no API call.
  * Optional: every function that needs the cluster (RunElection, GetHolder,
@@ -88,7 +96,8 @@ typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderS
  * configuration error early.
  * Refuses (-1, "another Go runtime is loaded in this process (<path>)...")
  * when another Go c-shared library is loaded: Go does not support two
- * runtimes in one process.
+ * runtimes in one process. The library that holds this code is never
+ * "another": embedded in a host's own Go c-shared library, Init accepts.
  * Returns 0 or -1.
  */
 int K8sLeaseInit(char** errMsg);
@@ -135,10 +144,16 @@ int K8sLeaseRunElectionMsId(const char* ns, const char* leaseName, const char* i
  * K8sLeaseWaitElected - block until this process leads ns/leaseName, for at
  * most timeoutSec (> 0) seconds. On success *fencingToken is the fencing
  * token. Returns 0 (leader), or -1 when: there is no election on the lease,
- * the timeout passed (the candidacy is then cancelled), the election was
- * cancelled, leadership was already lost again, or the candidacy gave up on
- * an error retrying cannot cure: "forbidden" (RBAC), "unauthorized", or the
- * namespace does not exist. Those are reported at once, never retried.
+ * the timeout passed (the candidacy is then cancelled; the message ends
+ * with "last API error: ..." when a request failed, e.g. "forbidden"), the
+ * election was cancelled, leadership was already lost again, or the
+ * candidacy gave up on an invalid request.
+ * Errors an operator cures while the process runs - "forbidden" (RBAC
+ * missing), "unauthorized" (a bad or rotated token), the namespace missing -
+ * do not end the candidacy: they are logged at once as errors, counted in
+ * K8sLeaseStats (api_errors, last_api_error), and retried with backoff
+ * capped at 8 s, so the candidate is elected without a restart once the
+ * Role, the token or the namespace is in place.
  */
 int K8sLeaseWaitElected(const char* ns, const char* leaseName, int timeoutSec, long long* fencingToken, char** errMsg);
 
@@ -149,7 +164,7 @@ int K8sLeaseWaitElected(const char* ns, const char* leaseName, int timeoutSec, l
  * election; -1 with the reason otherwise: "renew deadline exceeded" (with
  * the last API error), "lease deleted by another writer", "lease taken by
  * another holder", "lease record edited by another writer", or, for a
- * candidacy that never led, "cannot read/write lease ...: forbidden" and the
+ * candidacy that never led, "cannot write lease ...: ... is invalid" and the
  * like (see K8sLeaseWaitElected).
  * After a loss the process must stop acting as leader; call
  * K8sLeaseRunElection again to stand as a candidate again.
@@ -361,8 +376,32 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
 int K8sLeaseStats(char** statsJson, char** errMsg);
 
 /*
+ * K8sLeaseMetrics - the library's metrics in the Prometheus text exposition
+ * format (version 0.0.4) in *text (free with K8sLeaseFree), for a host that
+ * serves /metrics to append to its own output (serve it with
+ * "Content-Type: text/plain; version=0.0.4"). Families:
+ *   leader_election_master_status{name="<ns>/<lease>"} (gauge, client-go's:
+ *     1 while leading), and, per lease an election of this process used:
+ *   k8s_lease_elections_won_total, k8s_lease_leadership_ended_total{reason=
+ *     released|renew_deadline|taken|deleted|edited},
+ *   k8s_lease_renewals_total{result=success|error},
+ *   k8s_lease_renewal_duration_seconds (histogram),
+ *   k8s_lease_campaign_duration_seconds (histogram: candidacy start to elected),
+ *   k8s_lease_acquire_duration_seconds (histogram: lease judged free to held),
+ *   k8s_lease_conflicts_total; per lease followed by an election or watch:
+ *   k8s_lease_watch_restarts_total; process-wide:
+ *   k8s_lease_api_requests_total{verb,resource,code} (code "409" counts
+ *     conflicts, "error" requests that got no answer) and
+ *   k8s_lease_log_lines_dropped_total.
+ * Labels never hold an identity; the name label's values are the leases the
+ * process used. Counters are cumulative over the process's life.
+ * Returns 0, or -1 (text NULL).
+ */
+int K8sLeaseMetrics(char** text, char** errMsg);
+
+/*
  * K8sLeaseFree - free a string returned by this library (*errMsg,
- * *holderIdentity, *statsJson). NULL is ignored. Never pass K8sLeaseVersion's result.
+ * *holderIdentity, *statsJson, *text). NULL is ignored. Never pass K8sLeaseVersion's result.
  */
 void K8sLeaseFree(void* p);
 
@@ -371,6 +410,15 @@ void K8sLeaseFree(void* p);
  * not free it.
  */
 char* K8sLeaseVersion(void);
+
+/*
+ * K8sLeaseStandalone - returns 1. Defined by libk8s_lease_wrapper.so only:
+ * a Go c-shared library that embeds k8s-lease exports every other function
+ * of this header but not this one, so calling it ties a program to the
+ * standalone library, and dlsym(RTLD_DEFAULT, "K8sLeaseStandalone") tells a
+ * host which build it runs (non-NULL: the standalone library).
+ */
+int K8sLeaseStandalone(void);
 
 #ifdef __cplusplus
 }

@@ -3,12 +3,14 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/transport"
 )
 
 // Version is the library version, reported in the user agent.
@@ -55,5 +57,23 @@ func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg.UserAgent = fmt.Sprintf("k8s-lease/%s %s", Version, rest.DefaultKubernetesUserAgent())
 	cfg.QPS = -1 // negative QPS disables client-go's rate limiter
 	cfg.RateLimiter = nil
+	rereadTokenOn401(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} })
 	return kubernetes.NewForConfig(cfg)
+}
+
+// rereadTokenOn401 makes a token file (the in-cluster ServiceAccount token,
+// or a kubeconfig's tokenFile) be read again as soon as the API server
+// answers 401, instead of at most once a minute as client-go does for
+// BearerTokenFile: after kubelet rotates the token and the old one is
+// revoked, the next renewal (within the renew deadline) sends the new one
+// and the leader keeps its lease. client-go's own resettable token source
+// does the re-reading; cfg is a copy owned by the caller.
+func rereadTokenOn401(cfg *rest.Config) {
+	if cfg.BearerTokenFile == "" {
+		return
+	}
+	src := transport.NewCachedFileTokenSource(cfg.BearerTokenFile)
+	cfg.Wrap(transport.ResettableTokenSourceWrapTransport(src))
+	cfg.BearerToken, cfg.BearerTokenFile = "", ""
 }

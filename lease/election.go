@@ -57,6 +57,7 @@ type Election struct {
 	endErr     error                 // nil when ended by Cancel
 	lastAPIErr error
 	cancelOnce sync.Once
+	events     *managerEvents // Kubernetes Events on leadership changes (events.go); nil: none
 }
 
 func newIncarnation() string {
@@ -84,6 +85,7 @@ func (e *Election) run() {
 	defer func() { e.obs.leadingEnded(e, e.onEnd()) }()
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
+	defer e.recordLoss() // after containPanic: a contained panic's end is recorded too
 	defer e.containPanic()
 	injectPanic("campaign")
 	if err := e.campaign(notify); err != nil {
@@ -92,6 +94,7 @@ func (e *Election) run() {
 		}
 		return
 	}
+	e.recordElected() // also if cancelled since: its release is recorded too
 	if e.ctx.Err() != nil {
 		return
 	}
@@ -172,6 +175,9 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 			return token, nil
 		}
 		_ = e.Cancel()
+		if last := e.lastAPIError(); last != nil {
+			return 0, fmt.Errorf("%w after %v; candidacy cancelled; last API error: %v", ErrWaitTimeout, timeout, last)
+		}
 		return 0, fmt.Errorf("%w after %v; candidacy cancelled", ErrWaitTimeout, timeout)
 	}
 	e.mu.Lock()
@@ -215,6 +221,7 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 		if endedHere && held != nil {
 			err = e.safeRelease(held, releaseTimeout)
 		}
+		e.recordRelease(endedHere, err)
 	})
 	return err
 }
@@ -256,46 +263,65 @@ func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
 }
 
 // campaign runs until this election holds the Lease or is cancelled (nil),
-// or an error that retrying cannot cure (forbidden, unauthorized, namespace
-// missing) makes it give up at once instead of retrying forever.
+// or an error no retry can cure (invalid, token exhausted) ends it. Errors an
+// operator cures while the process runs (forbidden: RBAC missing;
+// unauthorized: a bad or rotated token; the namespace missing) are reported
+// at once and retried with capped backoff (fixRetryMax), so the candidate is
+// elected without a restart once the cluster is fixed.
 func (e *Election) campaign(notify <-chan struct{}) error {
 	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
+	fixRetry := newBackoff(min(e.timing.RetryPeriod, fixRetryMax), fixRetryMax)
 	started := e.clock.Now()
+	var freeSince time.Time // when this campaign last judged the lease free
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
 		// An error the shared observer met before this campaign (say a
 		// GetHolder before RBAC was applied) is not this campaign's: wait
-		// for the observer's next try.
-		if !snap.synced && permanent(snap.err) && !snap.errAt.Before(started) {
-			return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
+		// for the observer's next try. The observer retries by itself.
+		if !snap.synced && snap.err != nil && !snap.errAt.Before(started) {
+			if permanent(snap.err) {
+				return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
+			}
+			if needsFix(snap.err, false) {
+				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
+			}
 		}
 		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration)
 		if act == actWaitSync || act == actWait {
+			freeSince = time.Time{}
 			if !e.waitFor(notify, until) {
 				return nil
 			}
 			continue
 		}
-		err := e.acquire(snap, act == actCreate)
+		if freeSince.IsZero() {
+			freeSince = e.clock.Now()
+		}
+		err := e.acquire(snap, act == actCreate, started, freeSince)
 		if err == nil {
 			return nil
 		}
-		if permanent(err) || (act == actCreate && apierrors.IsNotFound(err)) { // NotFound on create: no such namespace
+		if permanent(err) {
 			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
 		}
-		e.setAPIErr(err)
 		delay := retry.next()
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		switch {
+		case needsFix(err, act == actCreate):
+			e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
+			delay = fixRetry.next()
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			// Someone else wrote first. Our snapshot is stale (its watch
 			// may lag by seconds after an outage): learn the current
 			// Lease now, so the next decision is made on it, instead of
 			// resending the same doomed write. Back off only when that
 			// taught nothing new.
+			e.setAPIErr(err)
 			e.stats.conflicts.Add(1)
 			if e.refresh(snap.rec.resourceVersion) {
 				delay = 0
 			}
-		} else {
+		default:
+			e.setAPIErr(err)
 			e.stats.apiErrors.Add(1)
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
 		}
@@ -304,6 +330,25 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		}
 	}
 	return nil
+}
+
+// fixRetryMax caps the backoff of a candidate blocked by an error only an
+// operator can cure: at most this long after the fix, it is elected.
+const fixRetryMax = 8 * time.Second
+
+// blocked reports an error that keeps the candidate out until an operator
+// fixes the cluster: counted, kept for WaitElected's timeout message, and
+// logged as an error when it first appears or changes (not on every retry).
+func (e *Election) blocked(err error) {
+	e.stats.apiErrors.Add(1)
+	e.mu.Lock()
+	same := e.lastAPIErr != nil && e.lastAPIErr.Error() == err.Error()
+	e.lastAPIErr = err
+	e.mu.Unlock()
+	if !same {
+		logf(LevelError, "lease %s: %s cannot campaign until this is fixed (retrying at most every %v): %v",
+			e.key, e.identity, fixRetryMax, err)
+	}
 }
 
 // refresh reads the Lease into the observer after a lost compare-and-swap
@@ -325,10 +370,25 @@ func (e *Election) refresh(seen string) bool {
 	return s.synced && s.rec.resourceVersion != seen
 }
 
-// permanent reports errors that retrying will not cure.
+// permanent reports errors that neither retrying nor fixing the cluster
+// will cure: the request itself is wrong.
 func permanent(err error) bool {
+	return err != nil && (apierrors.IsInvalid(err) || errors.Is(err, errTokenExhausted))
+}
+
+// needsFix reports errors that last until an operator acts: RBAC missing
+// (forbidden), credentials refused (unauthorized), or, on create, the
+// namespace missing (not found).
+func needsFix(err error, creating bool) bool {
 	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
-		apierrors.IsInvalid(err) || errors.Is(err, errTokenExhausted))
+		(creating && apierrors.IsNotFound(err)))
+}
+
+// lastAPIError is the last error an API request of this election met, or nil.
+func (e *Election) lastAPIError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastAPIErr
 }
 
 func (e *Election) setAPIErr(err error) {
@@ -338,8 +398,9 @@ func (e *Election) setAPIErr(err error) {
 }
 
 // acquire takes the Lease over (or creates it) with a compare-and-swap on
-// the observed resource version and the next fencing token.
-func (e *Election) acquire(snap snapshot, create bool) error {
+// the observed resource version and the next fencing token. The campaign's
+// start and when it judged the lease free time the metrics.
+func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.Time) error {
 	token, err := nextToken(snap.rec.token, snap.highestToken)
 	if err != nil {
 		return err
@@ -382,6 +443,8 @@ func (e *Election) acquire(snap snapshot, create bool) error {
 	}
 	e.phase, e.token = phaseLeader, token
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
+	e.stats.acquireTime.observe(&requestBuckets, e.clock.Since(freeSince))
+	e.stats.campaignTime.observe(&campaignBuckets, e.clock.Since(started))
 	close(e.elected)
 	e.obs.pauseWhileLeading(e)
 	e.stats.acquisitions.Add(1)

@@ -66,6 +66,7 @@ type Manager struct {
 	// not hand out a smaller token).
 	highestToken map[Key]int64
 	stats        map[Key]*leaseStats
+	events       managerEvents // Kubernetes Events on leadership changes (events.go)
 }
 
 // observedLease is a shared observer: refs counts the elections and holder
@@ -342,6 +343,7 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).campaigns.Add(1)
 	e.id = m.nextIDLocked()
+	e.events = m.events.use(client)
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -509,6 +511,7 @@ func (m *Manager) watchEnded(key Key, w *HolderWatch) {
 // in parallel, stops the idle observers, and waits for them up to timeout.
 // The Manager stays usable.
 func (m *Manager) Shutdown(timeout time.Duration) error {
+	defer m.events.stop(time.Now().Add(timeout)) // last: flushes the releases' Events, within the timeout
 	m.mu.Lock()
 	elections := m.elections
 	m.elections = map[Key]*Election{}
@@ -585,6 +588,9 @@ func (m *Manager) Init() (string, error) {
 			return "", err
 		}
 	}
+	if err := m.events.loadEnv(); err != nil { // K8S_LEASE_EVENTS, after the hook copied the host's environment
+		return "", err
+	}
 	cfg, source, err := LoadConfig()
 	if err != nil {
 		return "", err
@@ -594,6 +600,7 @@ func (m *Manager) Init() (string, error) {
 		return "", fmt.Errorf("create client from %s: %w", source, err)
 	}
 	m.SetClient(client)
+	logf(LevelInfo, "using the cluster at %s, configuration from %s", cfg.Host, source)
 	return source, nil
 }
 

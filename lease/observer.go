@@ -279,7 +279,7 @@ func (o *observer) notifyLocked() {
 // election can give up on an error that retrying will not cure.
 func (o *observer) failed(err error) {
 	level := LevelInfo
-	if permanent(err) {
+	if needsFix(err, false) || permanent(err) {
 		level = LevelWarning
 	}
 	logf(level, "following lease %s: %v (retrying)", o.name, err)

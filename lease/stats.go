@@ -28,6 +28,9 @@ type leaseStats struct {
 	campaigns        atomic.Int64 // elections started
 	watchesStarted   atomic.Int64
 	conflicts        atomic.Int64 // acquisitions refused with 409 (another writer was first)
+	renewLatency     histogram    // requestBuckets
+	campaignTime     histogram    // campaignBuckets: start of candidacy to elected
+	acquireTime      histogram    // requestBuckets: lease judged free to held
 }
 
 // unusedByElectionsAndWatches: only GetHolder ever asked about this lease.
@@ -37,6 +40,7 @@ func (s *leaseStats) unusedByElectionsAndWatches() bool {
 
 func (s *leaseStats) renewed(took time.Duration) {
 	s.renewals.Add(1)
+	s.renewLatency.observe(&requestBuckets, took)
 	n := int64(took)
 	s.renewNanosTotal.Add(n)
 	s.renewNanosLast.Store(n)
@@ -88,6 +92,9 @@ type ElectionStats struct {
 	RenewLastMs  float64          `json:"renew_latency_last_ms"`
 	RenewMaxMs   float64          `json:"renew_latency_max_ms"`
 	RenewMeanMs  float64          `json:"renew_latency_mean_ms"`
+	// LastAPIError is the last error an API request of the running (or
+	// last) election met: why a candidate is not elected, for instance.
+	LastAPIError string `json:"last_api_error,omitempty"`
 }
 
 func ms(n int64) float64 { return float64(n) / float64(time.Millisecond) }
@@ -122,6 +129,9 @@ func (m *Manager) Stats() []LeaseStats {
 			if e := m.elections[key]; e != nil {
 				es.Running = !e.Ended()
 				es.Leader, es.Token, _ = e.IsLeader()
+				if err := e.lastAPIError(); err != nil {
+					es.LastAPIError = err.Error()
+				}
 			}
 			ls.Election = es
 		}

@@ -206,6 +206,7 @@ TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
   for (int level : {-1, 13, INT_MAX, INT_MIN}) ExpectError(K8sLeaseSetLogLevel(level, err.out()), err, "log level");
   for (int ms : {0, -1, INT_MIN}) ExpectError(K8sLeaseShutdown(ms, err.out()), err, "timeoutMs: must be > 0");
   ExpectError(K8sLeaseStats(nullptr, err.out()), err, "statsJson");
+  ExpectError(K8sLeaseMetrics(nullptr, err.out()), err, "text: must not be NULL");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MAX, INT_MAX, 1, err.out()), err, "must be greater than renew deadline");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MIN, 4, 1, err.out()), err, "lease duration: must be > 0");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), 5, 4, INT_MIN, err.out()), err, "retry period: must be > 0");

@@ -210,6 +210,17 @@ TEST(Election, LoggerAndStats) {
   EXPECT_NE(mine.find("\"releases\":1,"), std::string::npos) << mine;
   EXPECT_EQ(mine.find("\"renewals\":0,"), std::string::npos) << "no renewals counted: " << mine;
 
+  // The same, as Prometheus text (parsed with the reference parser in the Go tests).
+  char* text = nullptr;
+  ASSERT_EQ(K8sLeaseMetrics(&text, err.out()), 0) << err.str();
+  ASSERT_NE(text, nullptr);
+  std::string metrics(text);
+  K8sLeaseFree(text);
+  const std::string name = "name=\"" + std::string(kNamespace) + "/" + l + "\"";
+  EXPECT_NE(metrics.find("leader_election_master_status{" + name + "} 0\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("k8s_lease_elections_won_total{" + name + "} 1\n"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("k8s_lease_leadership_ended_total{" + name + ",reason=\"released\"} 1\n"), std::string::npos) << metrics;
+
   EXPECT_EQ(K8sLeaseSetLogLevel(13, err.out()), -1);
   EXPECT_NE(err.str().find("log level"), std::string::npos) << err.str();
   ASSERT_EQ(K8sLeaseSetLogger(nullptr, nullptr, err.out()), 0) << err.str();  // back to stderr

@@ -102,7 +102,7 @@ func (s *scenario) start(id string, o candOpts) *proc {
 		args = append(args, "--pod", o.pod)
 	}
 	cmd := exec.Command(candidate, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)
 	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
@@ -300,4 +300,20 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// hostEnvWithout is this process's environment without the variables that
+// point a candidate at a cluster (KUBECONFIG, and KUBERNETES_* which the
+// library's in-cluster path tries first): run inside a Pod, the suite's
+// candidates must reach the test bed, never the real cluster.
+func hostEnvWithout() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if k == "KUBECONFIG" || strings.HasPrefix(k, "KUBERNETES_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }

@@ -1,8 +1,21 @@
 /* The header cgo generates beside the library is what our first user's
  * build includes: it must compile as strict C11 with every warning an
  * error, and declare every function with the signature of
- * include/k8s_lease.h (a mismatch is an incompatible-pointer error here). */
+ * include/k8s_lease.h (a mismatch is an incompatible-pointer error here, a
+ * missing declaration an undeclared identifier).
+ * Those declarations are written by hand in k8s_lease_wrapper.go; the
+ * functions are defined in package capi. `make header-check` compiles this
+ * file a second time, with K8S_LEASE_CHECK_CAPI defined, against the export
+ * header cgo writes for package capi (its definitions' prototypes), so the
+ * two cannot drift apart, and links it as C++ against the library (the
+ * declarations have C linkage in C++ too). check_exports.sh checks that
+ * every function the library exports is listed here. */
 #include "libk8s_lease_wrapper.h"
+
+/* The callback types of include/k8s_lease.h: C11 accepts a typedef
+ * repeated with the same type and rejects one that differs. */
+typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
 struct k8s_lease_functions {
   int (*init)(char**);
@@ -21,6 +34,7 @@ struct k8s_lease_functions {
   int (*set_logger)(void*, k8s_lease_log_cb_t, char**);
   int (*set_log_level)(int, char**);
   int (*stats)(char**, char**);
+  int (*metrics)(char**, char**);
   void (*free_string)(void*);
   char* (*version)(void);
   int (*run_election_ms_id)(char*, char*, char*, long long, long long, long long, long long*, char**);
@@ -30,6 +44,9 @@ struct k8s_lease_functions {
   int (*wait_elected_id)(char*, char*, long long, int, long long*, char**);
   int (*wait_lost_id)(char*, char*, long long, char**);
   int (*is_leader_id)(char*, char*, long long, long long*, long long*, char**);
+#ifndef K8S_LEASE_CHECK_CAPI
+  int (*standalone)(void); /* the standalone library's own export */
+#endif
 };
 
 int main(void) {
@@ -37,8 +54,11 @@ int main(void) {
       K8sLeaseInit,      K8sLeaseRunElection, K8sLeaseRunElectionMs, K8sLeaseWaitElected, K8sLeaseWaitLost,
       K8sLeaseCancelElection, K8sLeaseIsLeader, K8sLeaseGetHolder,   K8sLeaseWatchHolder, K8sLeaseCancelWatch,
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
-      K8sLeaseStats,     K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
+      K8sLeaseStats,     K8sLeaseMetrics,     K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
       K8sLeaseWatchHolderId, K8sLeaseCancelWatchId, K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId,
+#ifndef K8S_LEASE_CHECK_CAPI
+      K8sLeaseStandalone,
+#endif
   };
   return f.version == 0;
 }

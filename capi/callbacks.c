@@ -1,0 +1,19 @@
+// The trampolines through which Go calls the host's callbacks. Hidden: they
+// are not part of the ABI of whichever library embeds this package.
+#include "capi.h"
+
+// The public header, for its typedefs: C11 accepts a typedef repeated with
+// the same type and rejects one that differs, so capi.h cannot drift from
+// the contract. (Nothing here may include _cgo_export.h too: its prototypes
+// have char* where the public header has const char*.)
+#include "../include/k8s_lease.h"
+
+__attribute__((visibility("hidden"))) void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size,
+                                                                    int64_t token) {
+  cb(ctx, holder, size, token);
+}
+
+__attribute__((visibility("hidden"))) void k8s_lease_call_log_cb(k8s_lease_log_cb_t cb, void* ctx, int level, const char* msg,
+                                                                 size_t size) {
+  cb(ctx, level, msg, size);
+}

@@ -1,0 +1,435 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/clock"
+)
+
+// The reason, type and message of each change of leadership, in
+// client-go's resourcelock wording ("<id> became leader", "<id> stopped
+// leading"), with the fencing token and why it stopped.
+func TestEventMessages(t *testing.T) {
+	tests := []struct {
+		name       string
+		elected    bool
+		reason     error // how it ended (nil: cancelled)
+		releaseErr error
+		wantType   string
+		wantMsg    string
+	}{
+		{"elected", true, nil, nil, corev1.EventTypeNormal, "a became leader (fencing token 7)"},
+		{"released by Cancel or Shutdown", false, nil, nil, corev1.EventTypeNormal, "a stopped leading: released (fencing token 7)"},
+		{"cancelled, release failed", false, nil, errors.New("release lease ns/l: boom"), corev1.EventTypeWarning,
+			"a stopped leading: cancelled, but the release failed (the lease expires after its duration): release lease ns/l: boom (fencing token 7)"},
+		{"renew deadline", false, fmt.Errorf("%w (10s): last error: %v", ErrRenewDeadline, errors.New("connection refused")), nil, corev1.EventTypeWarning,
+			"a stopped leading: renew deadline exceeded (10s): last error: connection refused (fencing token 7)"},
+		{"taken", false, fmt.Errorf("%w: holder is now %s", ErrLeaseTaken, clip("b")), nil, corev1.EventTypeWarning,
+			`a stopped leading: lease taken by another holder: holder is now "b" (fencing token 7)`},
+		{"deleted", false, ErrLeaseDeleted, nil, corev1.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 7)"},
+		{"edited", false, fmt.Errorf("%w: leaseTransitions 9, leaseDurationSeconds 15", ErrLeaseEdited), nil, corev1.EventTypeWarning,
+			"a stopped leading: lease record edited by another writer: leaseTransitions 9, leaseDurationSeconds 15 (fencing token 7)"},
+		{"contained panic", false, fmt.Errorf("%w: panic: x", ErrInternal), nil, corev1.EventTypeWarning,
+			"a stopped leading: internal error: panic: x (fencing token 7)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			typ, msg := stoppedEvent("a", 7, tt.reason, tt.releaseErr)
+			if tt.elected {
+				typ, msg = electedEvent("a", 7)
+			}
+			if typ != tt.wantType || msg != tt.wantMsg {
+				t.Fatalf("got %s %q\nwant %s %q", typ, msg, tt.wantType, tt.wantMsg)
+			}
+		})
+	}
+}
+
+// A message with a long API error is cut to what the API server takes, on
+// a rune boundary.
+func TestEventMessageIsClipped(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  string
+		want int // length
+	}{
+		{"short", "a became leader", len("a became leader")},
+		{"exactly the limit", strings.Repeat("x", maxEventMessage), maxEventMessage},
+		{"ascii over", strings.Repeat("x", 3000), maxEventMessage},
+		{"multi-byte at the cut", strings.Repeat("é", 1000), maxEventMessage - 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := clipMessage(tt.msg)
+			if len(got) != tt.want || !strings.HasPrefix(tt.msg, strings.TrimSuffix(got, "...")) || !isValidUTF8(got) {
+				t.Fatalf("clipMessage: %d bytes (want %d), %q...", len(got), tt.want, got[:min(len(got), 20)])
+			}
+		})
+	}
+}
+
+func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
+
+// K8S_LEASE_EVENTS: on, off, their usual spellings, unset; anything else
+// is an error naming the variable and the accepted values.
+func TestParseEventsEnv(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    bool
+		wantErr bool
+	}{
+		{"", true, false}, {"on", true, false}, {"ON", true, false}, {"true", true, false}, {"1", true, false},
+		{"off", false, false}, {"Off", false, false}, {"false", false, false}, {"0", false, false},
+		{"no", false, true}, {"disabled", false, true}, {" off", false, true}, {"2", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.value), func(t *testing.T) {
+			on, err := parseEventsEnv(tt.value)
+			if tt.wantErr {
+				if err == nil || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), EventsEnv) ||
+					!strings.Contains(err.Error(), "must be on or off") {
+					t.Fatalf("parseEventsEnv(%q) = %v, %v; want an error naming %s and the accepted values", tt.value, on, err, EventsEnv)
+				}
+				return
+			}
+			if err != nil || on != tt.want {
+				t.Fatalf("parseEventsEnv(%q) = %v, %v; want %v", tt.value, on, err, tt.want)
+			}
+		})
+	}
+}
+
+// Init reads K8S_LEASE_EVENTS and fails on a bad value before anything
+// else; SetEvents overrides the variable.
+func TestEventsEnvInInit(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      string
+		setFirst *bool // SetEvents before Init
+		wantOff  bool
+		wantErr  bool
+	}{
+		{"unset: on", "", nil, false, false},
+		{"off", "off", nil, true, false},
+		{"bad value fails Init", "maybe", nil, false, true},
+		{"SetEvents(true) wins over off", "off", ptrTo(true), false, false},
+		{"SetEvents(false) wins over on", "on", ptrTo(false), true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			noConfig(t) // Init then fails at the configuration, after reading the variable
+			t.Setenv(EventsEnv, tt.env)
+			m := NewManager(nil)
+			if tt.setFirst != nil {
+				m.SetEvents(*tt.setFirst)
+			}
+			_, err := m.Init()
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), EventsEnv+`="maybe"`) {
+					t.Fatalf("Init = %v; want an error naming %s", err, EventsEnv)
+				}
+				return
+			}
+			if !errors.Is(err, ErrNoConfig) {
+				t.Fatalf("Init = %v; want only the missing configuration", err)
+			}
+			if off := m.events.off.Load(); off != tt.wantOff {
+				t.Fatalf("events off = %v, want %v", off, tt.wantOff)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// leaseEvents lists the Events recorded about the Lease ns/name.
+func leaseEvents(t *testing.T, client *fake.Clientset, name string) []corev1.Event {
+	t.Helper()
+	list, err := client.CoreV1().Events("ns").List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corev1.Event
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func hasEvent(evs []corev1.Event, typ, msg string) bool {
+	for _, ev := range evs {
+		if ev.Type == typ && ev.Message == msg && ev.Reason == "LeaderElection" && ev.Source.Component == "k8s-lease" &&
+			ev.InvolvedObject.Kind == "Lease" && ev.InvolvedObject.APIVersion == "coordination.k8s.io/v1" &&
+			ev.InvolvedObject.Namespace == "ns" {
+			return true
+		}
+	}
+	return false
+}
+
+func describeEvents(evs []corev1.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "\n  %s %s %s/%s host=%s: %s", ev.Type, ev.Reason, ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Source.Host, ev.Message)
+	}
+	return b.String()
+}
+
+// Each way a leadership ends records its Event on the Lease, after the
+// "became leader" one: through the Manager, on a fake clientset.
+func TestLeadershipEventsOnAFakeClientset(t *testing.T) {
+	fast := Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+	tests := []struct {
+		name string
+		// end ends the leadership; failRenewals makes every renewal fail
+		// with a 500 once set.
+		end      func(t *testing.T, m *Manager, client *fake.Clientset, e *Election, failRenewals *atomic.Bool)
+		wantType string
+		wantMsg  string
+	}{
+		{"Cancel", func(t *testing.T, m *Manager, _ *fake.Clientset, _ *Election, _ *atomic.Bool) {
+			if err := m.CancelElection("ns", "l"); err != nil {
+				t.Fatal(err)
+			}
+		}, corev1.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
+		// Shutdown returns only once the release's Event was written.
+		{"Shutdown", func(t *testing.T, m *Manager, _ *fake.Clientset, _ *Election, _ *atomic.Bool) {
+			if err := m.Shutdown(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}, corev1.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
+		{"Lease deleted", func(t *testing.T, _ *Manager, client *fake.Clientset, e *Election, _ *atomic.Bool) {
+			if err := client.CoordinationV1().Leases("ns").Delete(t.Context(), "l", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.WaitLost(); !errors.Is(err, ErrLeaseDeleted) {
+				t.Fatalf("WaitLost = %v", err)
+			}
+		}, corev1.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 1)"},
+		{"renew deadline", func(t *testing.T, _ *Manager, _ *fake.Clientset, e *Election, failRenewals *atomic.Bool) {
+			failRenewals.Store(true)
+			if err := e.WaitLost(); !errors.Is(err, ErrRenewDeadline) {
+				t.Fatalf("WaitLost = %v", err)
+			}
+		}, corev1.EventTypeWarning, "a stopped leading: renew deadline exceeded (1.5s): last error: Internal error occurred: etcd down (fencing token 1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, client, _ := fakeManager()
+			m.clock = clock.RealClock{}
+			defer func() { _ = m.Shutdown(5 * time.Second) }()
+			var failRenewals atomic.Bool
+			client.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+				if failRenewals.Load() {
+					return true, nil, apierrors.NewInternalError(errors.New("etcd down"))
+				}
+				return false, nil, nil
+			})
+			e, err := m.RunElection("ns", "l", "a", fast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.WaitElected(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "the became-leader Event", func() bool {
+				return hasEvent(leaseEvents(t, client, "l"), corev1.EventTypeNormal, "a became leader (fencing token 1)")
+			})
+			tt.end(t, m, client, e, &failRenewals)
+			if tt.name == "Shutdown" { // no waiting: Shutdown flushed it
+				if evs := leaseEvents(t, client, "l"); !hasEvent(evs, tt.wantType, tt.wantMsg) {
+					t.Fatalf("after Shutdown returned, no %s %q among:%s", tt.wantType, tt.wantMsg, describeEvents(evs))
+				}
+				return
+			}
+			eventually(t, 5*time.Second, "the stopped-leading Event", func() bool {
+				return hasEvent(leaseEvents(t, client, "l"), tt.wantType, tt.wantMsg)
+			})
+			if evs := leaseEvents(t, client, "l"); len(evs) != 2 || evs[0].Source.Host != "a" {
+				t.Fatalf("want exactly 2 Events from host a, got:%s", describeEvents(evs))
+			}
+		})
+	}
+}
+
+// SetEvents(false): elections as usual, no Event, and no broadcaster.
+func TestSetEventsOff(t *testing.T) {
+	m, client, _ := fakeManager()
+	m.clock = clock.RealClock{}
+	m.SetEvents(false)
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if evs := leaseEvents(t, client, "l"); len(evs) != 0 {
+		t.Fatalf("Events recorded with SetEvents(false):%s", describeEvents(evs))
+	}
+	for _, a := range client.Actions() {
+		if a.GetResource().Resource == "events" && a.GetVerb() != "list" {
+			t.Fatalf("an events request with SetEvents(false): %v", a)
+		}
+	}
+}
+
+// An events API that refuses (403) costs one warning, never an error line,
+// and elections go on; further failures within a minute are counted into
+// the next warning instead of logged as warnings.
+func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
+	c := &capturedLogs{}
+	SetLogSink(c.sink)
+	t.Cleanup(func() { SetLogSink(nil) })
+	m, client, _ := fakeManager()
+	m.clock = clock.RealClock{}
+	var now atomic.Pointer[time.Time]
+	start := time.Now()
+	now.Store(&start)
+	m.events.warn.now = func() time.Time { return *now.Load() }
+	var rejected atomic.Int64
+	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		rejected.Add(1)
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", errors.New("RBAC: no"))
+	})
+	for i, identity := range []string{"a", "b", "c"} {
+		e, err := m.RunElection("ns", "l", identity, unitTiming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token, err := e.WaitElected(5 * time.Second); err != nil || token != int64(i+1) {
+			t.Fatalf("%s: WaitElected = %d, %v", identity, token, err)
+		}
+		if err := m.CancelElection("ns", "l"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "6 rejected Events", func() bool { return rejected.Load() == 6 })
+	later := start.Add(eventsWarnEvery + time.Second)
+	now.Store(&later)
+	e, err := m.RunElection("ns", "l", "d", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the 7th rejected Event", func() bool { return rejected.Load() == 7 })
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	flushLogs()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var warnings []string
+	for _, msg := range c.msgs {
+		if strings.HasPrefix(msg, "E ") {
+			t.Errorf("an error line: %s", msg)
+		}
+		if strings.HasPrefix(msg, "W ") && strings.Contains(msg, "Event") {
+			warnings = append(warnings, msg)
+		}
+	}
+	if len(warnings) != 2 {
+		t.Fatalf("want 2 warnings (the first, then one a minute later), got %d:\n%s", len(warnings), strings.Join(warnings, "\n"))
+	}
+	for _, want := range []string{"forbidden", "elections are not affected", "create and patch on events", EventsEnv + "=off",
+		`"a became leader (fencing token 1)"`} {
+		if !strings.Contains(warnings[0], want) {
+			t.Errorf("first warning lacks %q: %s", want, warnings[0])
+		}
+	}
+	if !strings.Contains(warnings[1], "(5 more such failures in the last 1m1s") {
+		t.Errorf("second warning does not count the 5 suppressed: %s", warnings[1])
+	}
+}
+
+// An events API that never answers (nor heeds its request's context) holds
+// neither an election nor a Shutdown: recording returns at once (the
+// broadcaster's queue drops when full), and Shutdown waits for queued
+// Events at most eventsFlushMax.
+func TestHungEventsAPIBlocksNothing(t *testing.T) {
+	events := &hungEvents{EventInterface: fake.NewClientset().CoreV1().Events(""), hang: make(chan struct{})}
+	defer close(events.hang)
+	m := NewManager(nil)
+	// Not a reactor: the fake clientset serves one request at a time, so a
+	// reactor that hangs would hold the Lease requests too.
+	m.SetClient(eventsClient{Interface: fake.NewClientset(), events: events})
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the events request to hang", func() bool { return events.entered.Load() == 1 })
+	start := time.Now()
+	for i := 0; i < 5000; i++ { // past every queue
+		m.events.record(Key{"ns", "l"}, "", "a", corev1.EventTypeNormal, fmt.Sprintf("spam %d", i))
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("5000 recordings behind a hung events API took %v", took)
+	}
+	start = time.Now()
+	if err := m.Shutdown(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if took > eventsFlushMax+time.Second {
+		t.Fatalf("Shutdown took %v behind a hung events API; want at most %v + the release", took, eventsFlushMax)
+	}
+	if isLeader, _, _ := e.IsLeader(); isLeader || !e.Ended() {
+		t.Fatal("the election did not end with Shutdown")
+	}
+	t.Logf("Shutdown took %v behind a hung events API", took.Round(time.Millisecond))
+}
+
+// eventsClient is a clientset whose events client is replaced.
+type eventsClient struct {
+	kubernetes.Interface
+	events corev1client.EventInterface
+}
+
+func (c eventsClient) CoreV1() corev1client.CoreV1Interface {
+	return eventsCoreV1{CoreV1Interface: c.Interface.CoreV1(), events: c.events}
+}
+
+type eventsCoreV1 struct {
+	corev1client.CoreV1Interface
+	events corev1client.EventInterface
+}
+
+func (c eventsCoreV1) Events(string) corev1client.EventInterface { return c.events }
+
+// hungEvents never answers a create until hang is closed.
+type hungEvents struct {
+	corev1client.EventInterface
+	hang    chan struct{}
+	entered atomic.Int64
+}
+
+func (h *hungEvents) CreateWithEventNamespaceWithContext(context.Context, *corev1.Event) (*corev1.Event, error) {
+	h.entered.Add(1)
+	<-h.hang
+	return nil, errors.New("gave up")
+}
