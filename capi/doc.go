@@ -30,6 +30,13 @@
 //   - K8sLeaseStandalone is the one function missing: it is defined by
 //     libk8s_lease_wrapper.so only, so a host that looks it up with dlsym
 //     learns which build it runs.
+//   - Logging is process-wide: klog is one per runtime, so
+//     K8sLeaseSetLogger and K8sLeaseSetLogLevel also route and set the
+//     verbosity of the host library's own client-go (and any klog) logs,
+//     and a host library that configures klog itself changes ours.
+//   - Metrics too: K8sLeaseMetrics names client-go's
+//     leader_election_master_status; a host library exporting client-go's
+//     own leader-election metrics must not append both.
 //
 // Not supported: loading such a library beside libk8s_lease_wrapper.so or
 // beside any other Go c-shared library (two runtimes: K8sLeaseInit refuses

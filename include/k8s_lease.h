@@ -147,7 +147,9 @@ int K8sLeaseRunElectionMsId(const char* ns, const char* leaseName, const char* i
  * the timeout passed (the candidacy is then cancelled; the message ends
  * with "last API error: ..." when a request failed, e.g. "forbidden"), the
  * election was cancelled, leadership was already lost again, or the
- * candidacy gave up on an invalid request.
+ * candidacy gave up on an error no retry cures: a request the API server
+ * rejects as invalid, or the fencing token exhausted (leaseTransitions at
+ * 2^31-1; delete the Lease).
  * Errors an operator cures while the process runs - "forbidden" (RBAC
  * missing), "unauthorized" (a bad or rotated token), the namespace missing -
  * do not end the candidacy: they are logged at once as errors, counted in
@@ -312,8 +314,9 @@ int K8sRemovePodLabel(const char* ns, const char* podName, const char* labelKey,
  * watch of this process, in parallel, waiting up to timeoutMs (> 0). Watches
  * stop as with K8sLeaseCancelWatch; called from a holder callback, it does
  * not wait for that callback (the caller), as K8sLeaseCancelWatch does not.
- * The library stays usable: new elections and watches may be started
- * afterwards.
+ * The Kubernetes Events of the releases are flushed before it returns (at
+ * most 2 s of the timeout). The library stays usable: new elections and
+ * watches may be started afterwards.
  * Returns 0, or -1 (timeout, a release failed, bad argument).
  */
 int K8sLeaseShutdown(int timeoutMs, char** errMsg);
@@ -364,7 +367,10 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  *        "acquisitions", "releases",
  *        "losses": {"renew_deadline", "deleted", "taken", "edited"},
  *        "renewals", "renew_errors", "api_errors" (failed acquisitions and
- *        renewals, conflicts excluded), "conflicts" (acquisitions another
+ *        renewals and reads of the Lease, conflicts excluded),
+ *        "last_api_error" (absent when none: why the candidate is not
+ *        elected, e.g. "... forbidden"; cleared once a request succeeds or
+ *        another holder is the reason to wait), "conflicts" (acquisitions another
  *        writer won first: answered with 409, after which the Lease is read
  *        once before deciding again), "renew_latency_last_ms",
  *        "renew_latency_max_ms", "renew_latency_mean_ms"},

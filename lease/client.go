@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/oauth2"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -69,11 +70,34 @@ func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
 // revoked, the next renewal (within the renew deadline) sends the new one
 // and the leader keeps its lease. client-go's own resettable token source
 // does the re-reading; cfg is a copy owned by the caller.
+//
+// Only where client-go would send the file's token: not beside an exec or
+// auth provider or basic auth (client-go's precedence and its refusal of
+// a token with basic auth are left to it). As client-go does, a file that
+// cannot be read falls back to the config's own token.
 func rereadTokenOn401(cfg *rest.Config) {
-	if cfg.BearerTokenFile == "" {
+	if cfg.BearerTokenFile == "" || cfg.ExecProvider != nil || cfg.AuthProvider != nil ||
+		cfg.Username != "" || cfg.Password != "" {
 		return
 	}
-	src := transport.NewCachedFileTokenSource(cfg.BearerTokenFile)
+	src := tokenFileSource{file: transport.NewCachedFileTokenSource(cfg.BearerTokenFile), fallback: cfg.BearerToken}
 	cfg.Wrap(transport.ResettableTokenSourceWrapTransport(src))
 	cfg.BearerToken, cfg.BearerTokenFile = "", ""
 }
+
+// tokenFileSource is the token file's cached, resettable token, or the
+// fallback token when the file cannot be read.
+type tokenFileSource struct {
+	file     transport.ResettableTokenSource
+	fallback string
+}
+
+func (s tokenFileSource) Token() (*oauth2.Token, error) {
+	tok, err := s.file.Token()
+	if err != nil && s.fallback != "" {
+		return &oauth2.Token{AccessToken: s.fallback}, nil
+	}
+	return tok, err
+}
+
+func (s tokenFileSource) ResetTokenOlderThan(t time.Time) { s.file.ResetTokenOlderThan(t) }

@@ -287,6 +287,11 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 			}
 		}
 		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration)
+		if act == actWait {
+			// Another holder is the reason now: earlier errors are not.
+			e.clearAPIErr()
+			fixRetry.reset()
+		}
 		if act == actWaitSync || act == actWait {
 			freeSince = time.Time{}
 			if !e.waitFor(notify, until) {
@@ -384,6 +389,15 @@ func needsFix(err error, creating bool) bool {
 		(creating && apierrors.IsNotFound(err)))
 }
 
+// clearAPIErr forgets the last API error once it is no longer why the
+// election is where it is (a request succeeded, or another holder is the
+// reason to wait), so a cured 403 is not reported as a cause later.
+func (e *Election) clearAPIErr() {
+	e.mu.Lock()
+	e.lastAPIErr = nil
+	e.mu.Unlock()
+}
+
 // lastAPIError is the last error an API request of this election met, or nil.
 func (e *Election) lastAPIError() error {
 	e.mu.Lock()
@@ -442,6 +456,7 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 		return nil
 	}
 	e.phase, e.token = phaseLeader, token
+	e.lastAPIErr = nil // this term's renewals report their own
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
 	e.stats.acquireTime.observe(&requestBuckets, e.clock.Since(freeSince))
 	e.stats.campaignTime.observe(&campaignBuckets, e.clock.Since(started))

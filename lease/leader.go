@@ -174,6 +174,7 @@ func (e *Election) renewed(r renewal) error {
 	e.obs.apply(r.got, r.got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.lastAPIErr = nil // a loss by the deadline names only errors since
 	if rvNewer(r.got.ResourceVersion, e.written.ResourceVersion) {
 		e.written = r.got
 	}

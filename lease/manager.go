@@ -511,7 +511,7 @@ func (m *Manager) watchEnded(key Key, w *HolderWatch) {
 // in parallel, stops the idle observers, and waits for them up to timeout.
 // The Manager stays usable.
 func (m *Manager) Shutdown(timeout time.Duration) error {
-	defer m.events.stop(time.Now().Add(timeout)) // last: flushes the releases' Events, within the timeout
+	start := time.Now()
 	m.mu.Lock()
 	elections := m.elections
 	m.elections = map[Key]*Election{}
@@ -547,7 +547,14 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	}()
 	select {
 	case <-finished:
+		m.events.stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
 	case <-m.clock.After(timeout):
+		// The releases still running record their Events when they end:
+		// stop the recorder after them, not before (it would start again).
+		go func() {
+			<-finished
+			m.events.stop(time.Now().Add(eventsFlushMax))
+		}()
 		return fmt.Errorf("%w after %v (elections and watches are still being stopped)", ErrShutdownTimeout, timeout)
 	}
 	close(errs)
