@@ -31,7 +31,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check unit integration cmake-build cpp-test test demo demo-check bench clean
+.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check unit integration cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
@@ -100,10 +100,11 @@ check-deps:
 # lease/testdata/fuzz).
 FUZZTIME ?= 4s
 FUZZ_TARGETS := FuzzValidateKey FuzzValidateIdentity FuzzTimingFromMillis FuzzTimingFromSeconds FuzzPodLabelArguments FuzzSetLogLevel
-unit:
+unit: panic-unit fuzz
 	$(GO) test -race -count=1 ./...
+
+panic-unit:
 	$(GO) test -race -count=1 -tags k8s_lease_panic_inject -run TestInjectedPanic ./lease
-	@$(MAKE) --no-print-directory fuzz
 
 # A failing run's own output is printed (a finding names its input, written
 # to lease/testdata/fuzz).
@@ -112,11 +113,13 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./lease > $(BUILD)/fuzz.log 2>&1 || { echo "fuzz $$f failed:" >&2; \
 	    grep -v '^fuzz: elapsed' $(BUILD)/fuzz.log >&2; exit 1; }; echo "fuzz $$f: $(FUZZTIME) clean"; done
 
-# One envtest-server binary serves every integration layer. The fault suite
-# (real candidate processes on the shipped .so) runs alone afterwards, so its
-# timing is not disturbed by the other packages.
+# One envtest-server binary serves every integration layer. The unit tests
+# carry no build tag, so this run has them too (make test runs them here
+# only, not twice). The fault suite (real candidate processes on the shipped
+# .so) runs alone afterwards, so its timing is not disturbed by the other
+# packages.
 integration: $(ENVTEST_SERVER) $(LIB)
-	$(with_assets) $(GO) test -race -count=1 -tags integration $$($(GO) list ./... | grep -v /tests/fault)
+	$(with_assets) $(GO) test -race -count=1 -parallel 6 -tags integration $$($(GO) list ./... | grep -v /tests/fault)
 	$(with_assets) $(GO) test -race -count=1 -tags integration -v ./tests/fault
 
 # The long churn: >= 1000 leader changes, each by a kill (about 25 minutes).
@@ -139,7 +142,8 @@ cpp-test: cmake-build
 	$(with_assets) cd $(BUILD)/cmake && ctest --output-on-failure
 
 # Stage by stage, each timed; the times are printed at the end.
-TEST_STAGES := deps vet header-check unit integration demo-check cpp-test
+# The Go unit tests run inside the integration stage (see there).
+TEST_STAGES := deps vet header-check panic-unit fuzz integration demo-check cpp-test
 test:
 	@mkdir -p $(BUILD) && : > $(BUILD)/test-times.txt
 	@for stage in $(TEST_STAGES); do start=$$(date +%s); \

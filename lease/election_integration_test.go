@@ -51,6 +51,7 @@ func TestSingleElection(t *testing.T) {
 }
 
 func TestTokenRisesAcrossReleaseAndRestart(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	var tokens []int64
 	for i := 0; i < 2; i++ { // same identity, released in between
@@ -107,6 +108,7 @@ func TestSequentialHandoff(t *testing.T) {
 }
 
 func TestConcurrentCandidatesOneWinner(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	const n = 5
 	elections := make([]*Election, n)
@@ -176,6 +178,7 @@ func TestWaitElectedTimeoutCancelsCandidacy(t *testing.T) {
 }
 
 func TestFailoverAfterLeaderDies(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mb := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "a")
@@ -194,6 +197,7 @@ func TestFailoverAfterLeaderDies(t *testing.T) {
 }
 
 func TestGetHolderEmptyAfterLeaderDies(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mw := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "a")
@@ -213,6 +217,7 @@ func TestGetHolderEmptyAfterLeaderDies(t *testing.T) {
 }
 
 func TestLeaseDeletedWhileHeld(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mb := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "a")
@@ -260,6 +265,7 @@ func editLease(t *testing.T, name string, edit func(*coordinationv1.Lease)) {
 }
 
 func TestForeignEditsWhileHeld(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	tests := []struct {
 		name string
 		edit func(*coordinationv1.Lease)
@@ -294,6 +300,7 @@ func TestForeignEditsWhileHeld(t *testing.T) {
 }
 
 func TestDuplicateIdentityNeverTwoLeaders(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mb := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "twin")
@@ -327,6 +334,7 @@ func (f failingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func TestRenewFailureReportedByWaitLost(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	var fail atomic.Bool
 	cfg := rest.CopyConfig(itServer.Config)

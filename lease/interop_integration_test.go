@@ -43,6 +43,7 @@ func clientGoCandidate(t *testing.T, name, identity string, leading *atomic.Bool
 }
 
 func TestInteropWithClientGoCandidates(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mc := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "ours-a")
@@ -92,6 +93,7 @@ func TestInteropWithClientGoCandidates(t *testing.T) {
 // its next renewal): they wait out its term, since the release was not
 // written by the holder (our incarnation annotation is still there).
 func TestForeignReleaseOfOurLeaseIsNotTakenAtOnce(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	ma, mb := newProcess(t), newProcess(t)
 	a := mustRun(t, ma, name, "ours-a")

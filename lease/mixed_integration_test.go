@@ -35,6 +35,7 @@ func (l *eventLog) add(pid int, kind string, token int64) {
 // must rise from each leadership to the next, whichever implementation held
 // it (internal/history checks both).
 func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	log := &eventLog{}
 	// Our candidate creates the Lease: a client-go creator would start it

@@ -46,6 +46,7 @@ func (r *recorder) waitLen(t *testing.T, n int, within time.Duration) []HolderSt
 }
 
 func TestWatchHolderSemantics(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
 	name := leaseName(t)
 	mw, ma, mb := newProcess(t), newProcess(t), newProcess(t)
 	rec := &recorder{}
