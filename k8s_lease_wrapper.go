@@ -42,6 +42,9 @@ extern int K8sLeaseWaitElectedId(char* ns, char* leaseName, long long electionId
 extern int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseWaitLostId(char* ns, char* leaseName, long long electionId, char** errMsg);
 extern int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
+extern int K8sLeaseHandOff(char* ns, char* leaseName, char* toIdentity, long long timeoutMs, char** errMsg);
+extern int K8sLeaseRunElectionWith(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char* version, int priority, int policy, long long* electionId, char** errMsg);
+extern int K8sLeaseCandidates(char* ns, char* leaseName, char** candidatesJson, char** errMsg);
 extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
 extern int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs, char** errMsg);

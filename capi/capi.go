@@ -150,7 +150,7 @@ func K8sLeaseRunElection(ns, leaseName, identity *C.char, leaseDurationSec, rene
 		if err != nil {
 			return -1, err
 		}
-		return runElection(ns, leaseName, identity, t, nil)
+		return runElection(ns, leaseName, identity, t, lease.ElectionOptions{}, nil)
 	})
 }
 
@@ -161,7 +161,7 @@ func K8sLeaseRunElectionMs(ns, leaseName, identity *C.char, leaseDurationMs, ren
 		if err != nil {
 			return -1, err
 		}
-		return runElection(ns, leaseName, identity, t, nil)
+		return runElection(ns, leaseName, identity, t, lease.ElectionOptions{}, nil)
 	})
 }
 
@@ -175,16 +175,64 @@ func K8sLeaseRunElectionMsId(ns, leaseName, identity *C.char, leaseDurationMs, r
 		if err != nil {
 			return -1, err
 		}
-		return runElection(ns, leaseName, identity, t, electionId)
+		return runElection(ns, leaseName, identity, t, lease.ElectionOptions{}, electionId)
 	})
 }
 
-func runElection(ns, leaseName, identity *C.char, t lease.Timing, electionId *C.longlong) (int, error) {
+//export K8sLeaseRunElectionWith
+func K8sLeaseRunElectionWith(ns, leaseName, identity *C.char, leaseDurationMs, renewDeadlineMs, retryPeriodMs C.longlong,
+	version *C.char, priority C.int, policy C.int, electionId *C.longlong, errMsg **C.char) C.int {
+	if electionId != nil {
+		*electionId = 0
+	}
+	return export(errMsg, func() (int, error) {
+		t, err := lease.TimingFromMillis(int64(leaseDurationMs), int64(renewDeadlineMs), int64(retryPeriodMs))
+		if err != nil {
+			return -1, err
+		}
+		opts := lease.ElectionOptions{Priority: int32(priority), Policy: lease.Policy(policy)}
+		if version != nil { // NULL: none declared
+			opts.Version = C.GoString(version)
+		}
+		return runElection(ns, leaseName, identity, t, opts, electionId)
+	})
+}
+
+//export K8sLeaseCandidates
+func K8sLeaseCandidates(ns, leaseName *C.char, candidatesJson **C.char, errMsg **C.char) C.int {
+	if candidatesJson != nil {
+		*candidatesJson = nil
+	}
+	return export(errMsg, func() (int, error) {
+		if candidatesJson == nil {
+			return -1, fmt.Errorf("%w: candidatesJson: must not be NULL", lease.ErrInvalidArgument)
+		}
+		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
+		if err != nil {
+			return -1, err
+		}
+		cs, err := lib.Candidates(s[0], s[1])
+		if err != nil {
+			return -1, err
+		}
+		if cs == nil {
+			cs = []lease.Candidate{}
+		}
+		out, err := json.Marshal(cs)
+		if err != nil {
+			return -1, err
+		}
+		*candidatesJson = C.CString(string(out))
+		return 0, nil
+	})
+}
+
+func runElection(ns, leaseName, identity *C.char, t lease.Timing, opts lease.ElectionOptions, electionId *C.longlong) (int, error) {
 	s, err := goStrings([]string{"namespace", "lease name", "identity"}, ns, leaseName, identity)
 	if err != nil {
 		return -1, err
 	}
-	e, err := lib.RunElection(s[0], s[1], s[2], t)
+	e, err := lib.RunElectionWith(s[0], s[1], s[2], t, opts)
 	if err != nil {
 		return -1, err
 	}
@@ -263,6 +311,23 @@ func waitLost(ns, leaseName *C.char, idField string, id int64, errMsg **C.char) 
 			return 0, nil // nothing to wait for
 		}
 		return 0, e.WaitLost()
+	})
+}
+
+//export K8sLeaseHandOff
+func K8sLeaseHandOff(ns, leaseName, toIdentity *C.char, timeoutMs C.longlong, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		s, err := goStrings([]string{"ns", "leaseName", "toIdentity"}, ns, leaseName, toIdentity)
+		if err != nil {
+			return -1, err
+		}
+		if timeoutMs <= 0 {
+			return -1, fmt.Errorf("%w: timeoutMs: must be > 0", lease.ErrInvalidArgument)
+		}
+		if err := lib.HandOff(s[0], s[1], s[2], time.Duration(timeoutMs)*time.Millisecond); err != nil {
+			return -1, err
+		}
+		return 0, nil
 	})
 }
 

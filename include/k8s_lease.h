@@ -200,6 +200,80 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
                        char** errMsg);
 
 /*
+ * K8sLeaseHandOff - planned hand-off: this process stops leading
+ * ns/leaseName and gives the lease to the candidate toIdentity, which, if it
+ * campaigns, takes it at once (about two round trips to the API server).
+ * Call it on the leader, say on SIGTERM, instead of K8sLeaseCancelElection.
+ * Blocks until toIdentity leads (returns 0) or timeoutMs (> 0) passes.
+ * Safety as always: this process's IsLeader is 0 before the lease is
+ * handed over, and the target's is 1 only after its own compare-and-swap
+ * took it, with the next fencing token.
+ * While the hand-off stands, no other candidate takes the lease: they (and
+ * plain client-go candidates) see the target as holder, renewed at the
+ * hand-off, and wait this leader's lease duration from seeing it. So a
+ * target that is not campaigning does not block the service for longer
+ * than that, and when timeoutMs passes first the lease is released at once
+ * for anyone to take.
+ * The election on the lease ends either way, as by K8sLeaseCancelElection
+ * (K8sLeaseWaitLost returns 0); start a new one to stand again.
+ * Returns 0, or -1 with the reason: not the leader (no election here, a
+ * standby, or leadership already lost), toIdentity is this leader's own
+ * identity or invalid, the hand-off write failed (the lease then expires),
+ * or "hand-off timed out ... the lease is released".
+ */
+int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentity, long long timeoutMs, char** errMsg);
+
+/* Leader policies for K8sLeaseRunElectionWith (flags, or-ed). */
+/* Cancelling a leading election (K8sLeaseCancelElection[Id]) hands the lease
+ * to the best live candidate - highest version, then highest priority -
+ * instead of releasing it to a race; with none, or if it does not take the
+ * lease within the renew deadline, the lease is released as usual. */
+#define K8S_LEASE_POLICY_HANDOFF_ON_CANCEL 1
+/* While leading, hand the lease to the best candidate of a newer version as
+ * soon as one campaigns (a rolling update then moves leadership once, to
+ * the new version). WaitLost then returns -1 "leadership handed off to
+ * <identity> (a newer version campaigns: <version>)". */
+#define K8S_LEASE_POLICY_YIELD_TO_NEWER 2
+
+/*
+ * K8sLeaseRunElectionWith - K8sLeaseRunElectionMsId with a description of
+ * the candidate and a leader policy. version: a semantic version ("1.4.2"
+ * or "v1.4.2"), or NULL/"" for none (older than any); priority: orders
+ * candidates of one version, higher preferred; policy: 0 or
+ * K8S_LEASE_POLICY_* flags.
+ * Every election (this one or any other) records its candidacy so that a
+ * leader, K8sLeaseCandidates and kubectl can see it: a Kubernetes
+ * LeaseCandidate where the API server serves them (coordination.k8s.io/
+ * v1beta1 with the CoordinatedLeaderElection feature gate), else a
+ * coordination.k8s.io/v1 Lease named "<lease>-candidate-<hash>" labelled
+ * k8s-lease.io/candidate-of=<lease> (kubectl get leases -l
+ * k8s-lease.io/candidate-of=<lease>). It is written when the candidacy
+ * starts and every 5 minutes, and deleted when it ends; a record that cannot
+ * be written (RBAC: create/update/delete/list/watch on leases) is logged
+ * once and changes nothing else.
+ * Whoever leads also honours the preferred holder an operator names on the
+ * Lease: `kubectl annotate lease <lease> k8s-lease.io/preferred-holder=<id>`
+ * (or spec.preferredHolder, where the API server keeps it): at its next
+ * renewal the leader hands the lease to that identity if it campaigns
+ * (WaitLost then returns -1 "leadership handed off to <id> (the preferred
+ * holder)"); one that does not campaign is checked for again every 10 s.
+ * Returns 0, or -1 (bad argument: version not semantic, unknown policy
+ * flags; as K8sLeaseRunElectionMsId otherwise).
+ */
+int K8sLeaseRunElectionWith(const char* ns, const char* leaseName, const char* identity, long long leaseDurationMs,
+                            long long renewDeadlineMs, long long retryPeriodMs, const char* version, int priority, int policy,
+                            long long* electionId, char** errMsg);
+
+/*
+ * K8sLeaseCandidates - the live candidates of ns/leaseName (records renewed
+ * within 10 minutes; a process that crashed stays listed until then), best
+ * first, as a JSON array in *candidatesJson (free with K8sLeaseFree):
+ *   [{"identity", "version" (absent: none), "priority", "renew_time"}]
+ * One list request. Returns 0, or -1 (bad argument, API error).
+ */
+int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJson, char** errMsg);
+
+/*
  * K8sLeaseCancelElectionId - K8sLeaseCancelElection for the election with
  * id electionId (from K8sLeaseRunElectionMsId) only: when another election
  * now runs on ns/leaseName, it is left alone and 0 is returned, as when that
@@ -407,7 +481,7 @@ int K8sLeaseMetrics(char** text, char** errMsg);
 
 /*
  * K8sLeaseFree - free a string returned by this library (*errMsg,
- * *holderIdentity, *statsJson, *text). NULL is ignored. Never pass K8sLeaseVersion's result.
+ * *holderIdentity, *statsJson, *text, *candidatesJson). NULL is ignored. Never pass K8sLeaseVersion's result.
  */
 void K8sLeaseFree(void* p);
 

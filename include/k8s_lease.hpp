@@ -174,6 +174,15 @@ class Election {
     detail::check(K8sLeaseCancelElectionId(detail::c(ns_), detail::c(lease_), id_, m.out()), m, "k8s_lease::Cancel");
   }
 
+  // HandOff ends this leadership and gives the lease to the candidate `to`;
+  // returns once it leads, throws with the reason otherwise (see
+  // K8sLeaseHandOff). The election is over either way.
+  void HandOff(const std::string& to, std::chrono::milliseconds timeout) {
+    detail::Message m;
+    detail::check(K8sLeaseHandOff(detail::c(ns_), detail::c(lease_), to.c_str(), timeout.count(), m.out()), m,
+                  "k8s_lease::HandOff");
+  }
+
   const std::string& ns() const { return ns_; }
   const std::string& lease() const { return lease_; }
   const std::string& identity() const { return identity_; }

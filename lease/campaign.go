@@ -20,10 +20,14 @@ func (a action) String() string {
 // monotonic now and its own lease duration. It never trusts the holder's
 // wall clock: expiry is a full lease duration after this process saw the
 // record change.
-func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration) (action, time.Time) {
+func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self string) (action, time.Time) {
 	switch {
 	case !s.synced:
 		return actWaitSync, time.Time{}
+	case s.rec.handedOffTo(self):
+		// Handed to us by its leader, who stopped leading before writing
+		// it: take it now (a compare-and-swap, as every acquisition).
+		return actAcquire, time.Time{}
 	case !s.rec.exists:
 		// A deleted Lease whose holder may still be serving: wait out its
 		// term before re-creating, so the old leader has surely stepped

@@ -45,9 +45,23 @@ func TestDecide(t *testing.T) {
 			lastHeld: held, lastHeldAt: t0, observedAt: t0.Add(30 * time.Second)}, t0.Add(31 * time.Second), actWait, t0.Add(30*time.Second + ownLease)},
 		{"deleted while held, seen after missed renewals", snapshot{synced: true, lastHeld: held, lastHeldAt: t0, observedAt: t0.Add(30 * time.Second)},
 			t0.Add(31 * time.Second), actWait, t0.Add(40 * time.Second)},
+		// A hand-off record (K8sLeaseHandOff): the target takes it at once;
+		// every other candidate waits its term out, as for a live holder.
+		{"handed off to me", snapshot{synced: true, rec: record{exists: true, holder: "me", handOffTo: "me", durationSeconds: 10, token: 3},
+			observedAt: t0}, t0, actAcquire, time.Time{}},
+		{"handed off to another", snapshot{synced: true, rec: record{exists: true, holder: "b", handOffTo: "b", durationSeconds: 10, token: 3},
+			observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		{"handed off to another, who never took it", snapshot{synced: true, rec: record{exists: true, holder: "b", handOffTo: "b", durationSeconds: 10, token: 3},
+			observedAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
+		{"held by me in another incarnation (a restart): not a hand-off", snapshot{synced: true,
+			rec: record{exists: true, holder: "me", incarnation: "old", durationSeconds: 10, token: 3}, observedAt: t0},
+			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		{"a hand-off to me already taken up (incarnation set)", snapshot{synced: true,
+			rec: record{exists: true, holder: "me", incarnation: "other", handOffTo: "me", durationSeconds: 10, token: 4}, observedAt: t0},
+			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
 	}
 	for _, tt := range tests {
-		act, until := decide(tt.snap, tt.now, ownLease)
+		act, until := decide(tt.snap, tt.now, ownLease, "me")
 		if act != tt.wantAct || !until.Equal(tt.wantUntil) {
 			t.Errorf("%s: decide = %v, %v; want %v, %v", tt.name, act, until, tt.wantAct, tt.wantUntil)
 		}

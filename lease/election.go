@@ -58,6 +58,13 @@ type Election struct {
 	lastAPIErr error
 	cancelOnce sync.Once
 	events     *managerEvents // Kubernetes Events on leadership changes (events.go); nil: none
+	opts       ElectionOptions
+	store      candidateStore // candidate records (candidates.go); nil in unit tests that build elections by hand
+	// handOffHook starts a hand-off the library decides (preferred holder,
+	// PolicyYieldToNewer) on a goroutine of its own; nil: none.
+	handOffHook    func(to, why string)
+	preferredTried string    // the preferred holder last acted on (e.mu)
+	preferredAt    time.Time // and when
 }
 
 func newIncarnation() string {
@@ -97,6 +104,9 @@ func (e *Election) run() {
 	e.recordElected() // also if cancelled since: its release is recorded too
 	if e.ctx.Err() != nil {
 		return
+	}
+	if e.opts.Policy&PolicyYieldToNewer != 0 && e.store != nil && e.handOffHook != nil {
+		go e.yieldToNewer()
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.lost(reason)
@@ -286,7 +296,7 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
 			}
 		}
-		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration)
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity)
 		if act == actWait {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -303,7 +304,7 @@ func (e *Election) recordLoss() {
 		return
 	}
 	reason := e.endReason()
-	if reason == nil || !e.Ended() {
+	if reason == nil || !e.Ended() || errors.Is(reason, ErrHandedOff) { // a hand-off records its own
 		return
 	}
 	token, uid := e.eventFacts()

@@ -175,6 +175,7 @@ func (e *Election) renewed(r renewal) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lastAPIErr = nil // a loss by the deadline names only errors since
+	e.preferredHolderSeenLocked(r.got)
 	if rvNewer(r.got.ResourceVersion, e.written.ResourceVersion) {
 		e.written = r.got
 	}
@@ -256,39 +257,51 @@ func (e *Election) revoke() {
 // release clears the holder (client-go's release record) if the Lease is
 // still ours, so a standby can take over at once.
 func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) error {
+	got, err := e.endTerm(held, timeout, "release", releaseSpec)
+	if err == nil && got != nil {
+		e.stats.releases.Add(1)
+		logf(LevelInfo, "lease %s: %s released", e.key, e.identity)
+	}
+	return err
+}
+
+// endTerm writes the record that ends our term (spec: a release or a
+// hand-off) over held, with a compare-and-swap, and returns what it wrote:
+// nil when the Lease is gone or no longer ours (nothing to end). Leadership
+// has already ended locally.
+func (e *Election) endTerm(held *coordinationv1.Lease, timeout time.Duration, what string,
+	spec func(*coordinationv1.Lease, time.Time)) (*coordinationv1.Lease, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	l := held
 	for attempt := 0; attempt < 3; attempt++ {
 		next := l.DeepCopy()
-		releaseSpec(next, e.clock.Now())
+		spec(next, e.clock.Now())
 		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			e.obs.apply(got, got.ResourceVersion)
-			e.stats.releases.Add(1)
-			logf(LevelInfo, "lease %s: %s released", e.key, e.identity)
-			return nil
+			return got, nil
 		}
 		if apierrors.IsNotFound(err) {
-			return nil
+			return nil, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return fmt.Errorf("release lease %s: %w", e.key, err)
+			return nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
 		}
-		// A renewal in flight may have landed: release only what is still ours.
+		// A renewal in flight may have landed: end only what is still ours.
 		cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil
+				return nil, nil
 			}
-			return fmt.Errorf("release lease %s: %w", e.key, err)
+			return nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
 		}
 		if !recordOf(cur).heldBy(e.identity, e.incarnation) {
-			return nil
+			return nil, nil
 		}
 		l = cur
 	}
-	return fmt.Errorf("release lease %s: kept conflicting", e.key)
+	return nil, fmt.Errorf("%s lease %s: kept conflicting", what, e.key)
 }
 
 // casFailureReason reads the Lease to say why a renewal's test failed (the

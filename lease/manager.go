@@ -66,7 +66,8 @@ type Manager struct {
 	// not hand out a smaller token).
 	highestToken map[Key]int64
 	stats        map[Key]*leaseStats
-	events       managerEvents // Kubernetes Events on leadership changes (events.go)
+	events       managerEvents     // Kubernetes Events on leadership changes (events.go)
+	candidates   candidateRegistry // candidate records (candidates.go)
 }
 
 // observedLease is a shared observer: refs counts the elections and holder
@@ -314,6 +315,12 @@ func resyncFor(leaseDuration time.Duration) time.Duration {
 
 // RunElection starts a candidacy on ns/name without waiting for the network.
 func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, error) {
+	return m.RunElectionWith(ns, name, identity, t, ElectionOptions{})
+}
+
+// RunElectionWith is RunElection with a declared version and priority and
+// a leader policy (see ElectionOptions).
+func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts ElectionOptions) (*Election, error) {
 	injectPanic("call")
 	if err := ValidateKey(ns, name); err != nil {
 		return nil, err
@@ -324,10 +331,14 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
 	client, err := m.client()
 	if err != nil {
 		return nil, err
 	}
+	store := m.candidates.storeFor(client)
 	key := Key{ns, name}
 	m.mu.Lock()
 	old := m.elections[key]
@@ -344,8 +355,11 @@ func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, e
 	m.statsLocked(key).campaigns.Add(1)
 	e.id = m.nextIDLocked()
 	e.events = m.events.use(client)
+	e.opts, e.store = opts, store
+	e.handOffHook = func(to, why string) { m.handOffOnItsOwn(e, to, why) }
 	m.elections[key] = e
 	e.start()
+	go e.keepCandidacy(&m.candidates, store)
 	m.mu.Unlock()
 	return e, nil
 }
@@ -417,6 +431,18 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 	m.mu.Unlock()
 	if e == nil {
 		return nil
+	}
+	if leading, _, _ := e.IsLeader(); leading && e.opts.Policy&PolicyHandOffOnCancel != 0 {
+		// PolicyHandOffOnCancel: to the best live candidate, within the
+		// renew deadline; the lease is released if it is not taken.
+		if to, ok := m.bestOtherCandidate(e); ok {
+			err := m.handOffElection(e, to, min(e.timing.RenewDeadline, requestTimeout), nil)
+			if err != nil && errors.Is(err, errReleasedInstead) {
+				logf(LevelInfo, "lease %s: %v", key, err)
+				return nil
+			}
+			return err
+		}
 	}
 	return e.Cancel()
 }

@@ -187,7 +187,7 @@ func (m *Manager) writeMetrics(w io.Writer) {
 		}
 	}
 	p.family("k8s_lease_leadership_ended_total", "counter",
-		"Terms of leadership that ended, by reason: released (cancel or shutdown), renew_deadline, taken (another holder), deleted, edited (another writer changed the record).")
+		"Terms of leadership that ended, by reason: released (cancel or shutdown), handed_off (to a chosen candidate), renew_deadline, taken (another holder), deleted, edited (another writer changed the record).")
 	for _, l := range leases {
 		if !l.elected {
 			continue
@@ -196,7 +196,7 @@ func (m *Manager) writeMetrics(w io.Writer) {
 		for _, r := range []struct {
 			reason string
 			n      int64
-		}{{"deleted", s.lossDeleted.Load()}, {"edited", s.lossEdited.Load()}, {"released", s.releases.Load()},
+		}{{"deleted", s.lossDeleted.Load()}, {"edited", s.lossEdited.Load()}, {"handed_off", s.handOffs.Load()}, {"released", s.releases.Load()},
 			{"renew_deadline", s.lossDeadline.Load()}, {"taken", s.lossTaken.Load()}} {
 			p.sample("k8s_lease_leadership_ended_total", labels("name", l.name, "reason", r.reason), float64(r.n))
 		}

@@ -14,6 +14,14 @@ import (
 // would renew it at once). Plain client-go candidates ignore it.
 const IncarnationAnnotation = "k8s-lease.io/incarnation"
 
+// HandOffAnnotation names the candidate a leader handed the Lease to
+// (K8sLeaseHandOff). The hand-off record holds the target as holder, with
+// no incarnation, renewed at the hand-off: every other candidate (ours and
+// plain client-go) waits a lease duration from seeing it, and the target,
+// if it campaigns, takes it at once with a compare-and-swap. Its own
+// acquisition removes the annotation.
+const HandOffAnnotation = "k8s-lease.io/handed-off-to"
+
 // record is the part of a Lease that elections reason about.
 type record struct {
 	exists          bool
@@ -21,6 +29,7 @@ type record struct {
 	token           int64 // spec.leaseTransitions: the fencing token
 	durationSeconds int32
 	incarnation     string
+	handOffTo       string    // HandOffAnnotation
 	renewTime       time.Time // holder's wall clock; only for first looks
 	resourceVersion string
 }
@@ -29,7 +38,8 @@ func recordOf(l *coordinationv1.Lease) record {
 	if l == nil {
 		return record{}
 	}
-	r := record{exists: true, resourceVersion: l.ResourceVersion, incarnation: l.Annotations[IncarnationAnnotation]}
+	r := record{exists: true, resourceVersion: l.ResourceVersion, incarnation: l.Annotations[IncarnationAnnotation],
+		handOffTo: l.Annotations[HandOffAnnotation]}
 	s := l.Spec
 	if s.HolderIdentity != nil {
 		r.holder = *s.HolderIdentity
@@ -53,7 +63,13 @@ func (r record) duration() time.Duration { return time.Duration(r.durationSecond
 func (r record) sameSpec(o record) bool {
 	return r.exists == o.exists && r.holder == o.holder && r.token == o.token &&
 		r.durationSeconds == o.durationSeconds && r.renewTime.Equal(o.renewTime) &&
-		r.incarnation == o.incarnation
+		r.incarnation == o.incarnation && r.handOffTo == o.handOffTo
+}
+
+// handedOffTo reports whether the record is a hand-off to identity that
+// nobody has taken up yet.
+func (r record) handedOffTo(identity string) bool {
+	return r.exists && r.holder == identity && r.incarnation == "" && r.handOffTo == identity
 }
 
 // heldBy reports whether the record names this identity and incarnation.
@@ -83,6 +99,7 @@ func holdSpec(l *coordinationv1.Lease, identity, incarnation string, token int64
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[IncarnationAnnotation] = incarnation
+	delete(l.Annotations, HandOffAnnotation)
 	holder := identity
 	seconds := t.leaseDurationSeconds()
 	transitions := int32(token)
@@ -108,4 +125,23 @@ func releaseSpec(l *coordinationv1.Lease, now time.Time) {
 	l.Spec.RenewTime = &renew
 	l.Spec.AcquireTime = &renew
 	delete(l.Annotations, IncarnationAnnotation)
+	delete(l.Annotations, HandOffAnnotation)
+}
+
+// handOffSpec writes the hand-off record (see HandOffAnnotation): the
+// target as holder, renewed now, for the leader's lease duration, with no
+// incarnation; the token is kept, so the target's is the next.
+func handOffSpec(l *coordinationv1.Lease, to string, t Timing, now time.Time) {
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	delete(l.Annotations, IncarnationAnnotation)
+	l.Annotations[HandOffAnnotation] = to
+	holder := to
+	seconds := t.leaseDurationSeconds()
+	renew := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &seconds
+	l.Spec.RenewTime = &renew
+	l.Spec.AcquireTime = &renew
 }

@@ -28,6 +28,7 @@ type leaseStats struct {
 	campaigns        atomic.Int64 // elections started
 	watchesStarted   atomic.Int64
 	conflicts        atomic.Int64 // acquisitions refused with 409 (another writer was first)
+	handOffs         atomic.Int64 // terms ended by handing the lease to a chosen candidate
 	renewLatency     histogram    // requestBuckets
 	campaignTime     histogram    // campaignBuckets: start of candidacy to elected
 	acquireTime      histogram    // requestBuckets: lease judged free to held
@@ -84,6 +85,7 @@ type ElectionStats struct {
 	Token        int64            `json:"fencing_token"`
 	Acquisitions int64            `json:"acquisitions"`
 	Releases     int64            `json:"releases"`
+	HandOffs     int64            `json:"hand_offs"`
 	Losses       map[string]int64 `json:"losses"`
 	Renewals     int64            `json:"renewals"`
 	RenewErrors  int64            `json:"renew_errors"`
@@ -118,7 +120,7 @@ func (m *Manager) Stats() []LeaseStats {
 		ls := LeaseStats{Namespace: key.Namespace, Name: key.Name, Watching: m.watches[key] != nil,
 			Callbacks: s.watchCallbacks.Load(), Restarts: s.watchRestarts.Load(), Requests: s.observerRequests.Load()}
 		if acq, renewals := s.acquisitions.Load(), s.renewals.Load(); acq > 0 || m.elections[key] != nil {
-			es := &ElectionStats{Acquisitions: acq, Releases: s.releases.Load(), Renewals: renewals,
+			es := &ElectionStats{Acquisitions: acq, Releases: s.releases.Load(), HandOffs: s.handOffs.Load(), Renewals: renewals,
 				RenewErrors: s.renewErrors.Load(), APIErrors: s.apiErrors.Load(), Conflicts: s.conflicts.Load(),
 				RenewLastMs: ms(s.renewNanosLast.Load()), RenewMaxMs: ms(s.renewNanosMax.Load()),
 				Losses: map[string]int64{"renew_deadline": s.lossDeadline.Load(), "deleted": s.lossDeleted.Load(),

@@ -33,6 +33,7 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 type options struct {
 	kubeconfigPath string
 	namespaces     stringList
+	apiserverArgs  stringList // KEY=VALUE, set on kube-apiserver's command line
 }
 
 func parseFlags(args []string) (options, error) {
@@ -40,8 +41,14 @@ func parseFlags(args []string) (options, error) {
 	fs := flag.NewFlagSet("envtest-server", flag.ContinueOnError)
 	fs.StringVar(&o.kubeconfigPath, "kubeconfig", "", "where to write the kubeconfig (default: a new temporary file)")
 	fs.Var(&o.namespaces, "namespace", "namespace to create before the kubeconfig path is printed (repeatable)")
+	fs.Var(&o.apiserverArgs, "apiserver-arg", "KEY=VALUE: set kube-apiserver's --KEY=VALUE (repeatable), e.g. feature-gates=CoordinatedLeaderElection=true")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	for _, a := range o.apiserverArgs {
+		if k, _, ok := strings.Cut(a, "="); !ok || k == "" || strings.HasPrefix(k, "-") {
+			return o, fmt.Errorf("-apiserver-arg %q: want KEY=VALUE (without the leading --)", a)
+		}
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())

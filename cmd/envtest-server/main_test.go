@@ -13,6 +13,10 @@ func TestParseFlags(t *testing.T) {
 	}{
 		{nil, options{}, false},
 		{[]string{"--kubeconfig", "/tmp/k", "--namespace", "a", "--namespace", "b"}, options{kubeconfigPath: "/tmp/k", namespaces: stringList{"a", "b"}}, false},
+		{[]string{"--apiserver-arg", "feature-gates=A=true", "--apiserver-arg", "runtime-config=x/v1=true"},
+			options{apiserverArgs: stringList{"feature-gates=A=true", "runtime-config=x/v1=true"}}, false},
+		{[]string{"--apiserver-arg", "no-value"}, options{}, true},
+		{[]string{"--apiserver-arg", "--feature-gates=A=true"}, options{}, true},
 		{[]string{"extra"}, options{}, true},
 		{[]string{"--nope"}, options{}, true},
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,10 @@ func startServer(opts options, logf func(string, ...any)) (*server, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	for _, a := range opts.apiserverArgs {
+		k, v, _ := strings.Cut(a, "=")
+		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		_ = env.Stop() // removes whatever half-started

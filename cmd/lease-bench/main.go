@@ -37,7 +37,7 @@ type options struct {
 }
 
 // sectionNames are the parts of the benchmark, all run by default.
-var sectionNames = []string{"elected", "handoff", "failover", "steady", "abi", "user", "scale"}
+var sectionNames = []string{"elected", "handoff", "handoff-to", "failover", "rolling", "steady", "abi", "user", "scale"}
 
 var (
 	fast = lease.Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
@@ -128,6 +128,9 @@ func run(o options) error {
 	fmt.Printf("\nk8s-lease %s vs client-go leader election, %s, envtest kube-apiserver v1.37.2, %s, bench took %s\n\n",
 		lease.Version, time.Now().UTC().Format("2006-01-02"), machine(), time.Since(started).Round(time.Second))
 	fmt.Print(table(b.results))
+	if len(b.failures) > 0 {
+		return fmt.Errorf("%d check(s) failed:\n  %s", len(b.failures), strings.Join(b.failures, "\n  "))
+	}
 	return nil
 }
 
@@ -185,6 +188,27 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			}
 		}
 	}
+	if o.sections["handoff-to"] {
+		nTo := 30
+		if o.quick {
+			nTo = 3
+		}
+		progress("K8sLeaseHandOff to a campaigning replica, %s, 2 standbys (n=%d, ours only)", timingName(fast), nTo)
+		others := 0
+		for i := 0; i < nTo; i++ {
+			d, returned, seen, err := b.handOffTo(i)
+			if err != nil {
+				return err
+			}
+			others += seen
+			b.add(fmt.Sprintf("K8sLeaseHandOff to a campaigning replica -> it leads, %s, 2 standbys", timingName(fast)), ours, "ms", ms(d))
+			b.add("K8sLeaseHandOff call -> it returns (the old leader saw the target lead)", ours, "ms", ms(returned))
+		}
+		b.add("others taking the lease during a hand-off (all hand-offs)", ours, "count", float64(others))
+		if others != 0 {
+			b.failures = append(b.failures, fmt.Sprintf("handoff-to: %d record(s) of another holder than the target between a hand-off and the target leading", others))
+		}
+	}
 	for _, tc := range []struct {
 		t lease.Timing
 		n int
@@ -201,6 +225,16 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 				}
 				b.add(fmt.Sprintf("crash fail-over overshoot past renewTime + lease, %s", timingName(tc.t)), w, "ms", ms(d))
 			}
+		}
+	}
+	if o.sections["rolling"] {
+		runs := 3
+		if o.quick {
+			runs = 1
+		}
+		progress("rolling update of 3 replicas, 3 updates per run, %s (n=%d runs each of ours, ours with the newest-version policy, client-go)", timingName(fast), runs)
+		if err := b.rolling(runs); err != nil {
+			return err
 		}
 	}
 	for _, w := range both {

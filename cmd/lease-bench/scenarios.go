@@ -23,6 +23,9 @@ type bench struct {
 	renews  *renewLog
 	seq     int
 	results []series
+	// failures are checks that failed; reported after the table, and the
+	// run exits non-zero.
+	failures []string
 }
 
 func (b *bench) leaseName(prefix string) string {

@@ -207,6 +207,14 @@ TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
   for (int ms : {0, -1, INT_MIN}) ExpectError(K8sLeaseShutdown(ms, err.out()), err, "timeoutMs: must be > 0");
   ExpectError(K8sLeaseStats(nullptr, err.out()), err, "statsJson");
   ExpectError(K8sLeaseMetrics(nullptr, err.out()), err, "text: must not be NULL");
+  ExpectError(K8sLeaseCandidates(S(ns), S("l"), nullptr, err.out()), err, "candidatesJson: must not be NULL");
+  ExpectError(K8sLeaseHandOff(S(ns), S("l"), nullptr, 100, err.out()), err, "toIdentity: must not be NULL");
+  ExpectError(K8sLeaseHandOff(S(ns), S("l"), S("b"), 0, err.out()), err, "timeoutMs: must be > 0");
+  ExpectError(K8sLeaseHandOff(S(ns), S("l"), S("b"), 100, err.out()), err, "not the leader");
+  ExpectError(K8sLeaseRunElectionWith(S(ns), S("l"), S("id"), 2000, 1500, 400, "latest", 0, 0, nullptr, err.out()), err,
+              "must be a semantic version");
+  ExpectError(K8sLeaseRunElectionWith(S(ns), S("l"), S("id"), 2000, 1500, 400, nullptr, 0, 64, nullptr, err.out()), err,
+              "unknown flags 64");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MAX, INT_MAX, 1, err.out()), err, "must be greater than renew deadline");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), INT_MIN, 4, 1, err.out()), err, "lease duration: must be > 0");
   ExpectError(K8sLeaseRunElection(S(ns), S("l"), S("id"), 5, 4, INT_MIN, err.out()), err, "retry period: must be > 0");

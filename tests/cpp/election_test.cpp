@@ -262,3 +262,36 @@ TEST(Election, LogCallbackMayCallTheLibrary) {
   ASSERT_EQ(K8sLeaseSetLogger(nullptr, nullptr, err.out()), 0) << err.str();  // waits for a call in progress
   ASSERT_EQ(K8sLeaseSetLogLevel(1, err.out()), 0) << err.str();
 }
+
+// A candidacy that describes itself: its record is listed by
+// K8sLeaseCandidates; a hand-off to a candidate that does not campaign is
+// refused and leadership is kept.
+TEST(Election, CandidatesAndHandOffRefusal) {
+  ErrMsg err;
+  const std::string ns = kNamespace, l = UniqueLease("cand");
+  long long id = 0;
+  ASSERT_EQ(K8sLeaseRunElectionWith(S(ns), S(l), S("cpp-cand"), 2000, 1500, 400, "v1.2.3", 5,
+                                    K8S_LEASE_POLICY_HANDOFF_ON_CANCEL, &id, err.out()),
+            0)
+      << err.str();
+  long long token = 0;
+  ASSERT_EQ(K8sLeaseWaitElectedId(S(ns), S(l), id, 10, &token, err.out()), 0) << err.str();
+  std::string listed;
+  for (int i = 0; i < 500 && listed.find("cpp-cand") == std::string::npos; i++) {
+    char* json = nullptr;
+    ASSERT_EQ(K8sLeaseCandidates(S(ns), S(l), &json, err.out()), 0) << err.str();
+    listed = json;
+    K8sLeaseFree(json);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(listed.find("\"identity\":\"cpp-cand\",\"version\":\"v1.2.3\",\"priority\":5"), std::string::npos) << listed;
+
+  EXPECT_EQ(K8sLeaseHandOff(S(ns), S(l), S("nobody"), 1000, err.out()), -1);
+  EXPECT_NE(err.str().find("target not seen campaigning"), std::string::npos) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeaderId(S(ns), S(l), id, nullptr, nullptr, nullptr), 1) << "a refused hand-off ended the leadership";
+  EXPECT_EQ(K8sLeaseHandOff(S(ns), S(l), S("cpp-cand"), 1000, err.out()), -1);
+  EXPECT_NE(err.str().find("own identity"), std::string::npos) << err.str();
+  // No other candidate: the policy falls back to a release.
+  ASSERT_EQ(K8sLeaseCancelElectionId(S(ns), S(l), id, err.out()), 0) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeaderId(S(ns), S(l), id, nullptr, nullptr, nullptr), 0);
+}

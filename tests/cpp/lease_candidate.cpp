@@ -11,12 +11,14 @@
 //   exit     it is about to exit 0
 // A worker thread polls IsLeader every millisecond, as leader-only work would.
 // SIGTERM (handler installed with SA_ONSTACK, as the library requires) makes
-// it release the lease and exit 0.
+// it release the lease (or, with --handoff-to ID, hand it to that candidate
+// with K8sLeaseHandOff) and exit 0.
 //
 // usage: lease_candidate --namespace NS --lease NAME --identity ID --log FILE
 //          [--seconds N] [--timing LEASE_MS,RENEW_MS,RETRY_MS]
 //          [--hold MIN_MS-MAX_MS | --hold forever]
-//          [--pattern campaign | --pattern poll] [--pod NAME]
+//          [--pattern campaign | --pattern poll] [--pod NAME] [--handoff-to ID]
+//          [--version V] [--priority N] [--policy FLAGS]
 //   --seconds 0 (default) runs until SIGTERM. --hold forever keeps the lease
 //   until it is lost; otherwise each term is released after a random time.
 //   --pattern poll drives the library as our first user's master does
@@ -59,6 +61,10 @@ struct Options {
   long long hold_min_ms = 50, hold_max_ms = 300;
   bool hold_forever = false;
   bool poll = false;  // --pattern poll
+  std::string handoff_to;  // --handoff-to: on SIGTERM, hand the lease to this candidate
+  std::string version;     // --version: declared when campaigning
+  int priority = 0;        // --priority
+  int policy = 0;          // --policy: K8S_LEASE_POLICY_* flags
   std::string pod;
 };
 
@@ -162,6 +168,10 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (k == "--lease") o->lease = v;
     else if (k == "--identity") o->identity = v;
     else if (k == "--log") o->log = v;
+    else if (k == "--handoff-to") o->handoff_to = v;
+    else if (k == "--version") o->version = v;
+    else if (k == "--priority") o->priority = atoi(v);
+    else if (k == "--policy") o->policy = atoi(v);
     else if (k == "--seconds") o->seconds = atoll(v);
     else if (k == "--timing") {
       if (sscanf(v, "%lld,%lld,%lld", &o->lease_ms, &o->renew_ms, &o->retry_ms) != 3) return false;
@@ -205,7 +215,7 @@ class Candidate {
     char* err = nullptr;
     int rc = 0;
     while (!stopping_ && (end == 0 || MonoNs() < end)) {
-      if (K8sLeaseRunElectionMs(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+      if (Run(&err) != 0) {
         rc = Fail("run", err);
         break;
       }
@@ -261,7 +271,7 @@ class Candidate {
         WaitForViewChange(view);
         continue;
       }
-      if (K8sLeaseRunElectionMs(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms, &err) != 0) {
+      if (Run(&err) != 0) {
         Fail("run", err);
         usleep(1000000);
         continue;
@@ -298,6 +308,12 @@ class Candidate {
   }
 
   const char* Ns() { return o_.ns.c_str(); }
+
+  // Starts a candidacy, with the version, priority and policy given.
+  int Run(char** err) {
+    return K8sLeaseRunElectionWith(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms,
+                                   o_.version.empty() ? nullptr : o_.version.c_str(), o_.priority, o_.policy, nullptr, err);
+  }
   const char* Lease() { return o_.lease.c_str(); }
 
   // One candidacy: waits to lead, leads, and steps down or loses. Returns
@@ -372,6 +388,20 @@ class Candidate {
       Log(MonoNs(), "released", worker_->token());
     }
     char* err = nullptr;
+    if (!o_.handoff_to.empty() && K8sLeaseIsLeader(Ns(), Lease(), nullptr, nullptr, nullptr) == 1) {
+      long long start = MonoNs();
+      if (K8sLeaseHandOff(Ns(), Lease(), o_.handoff_to.c_str(), 5000, &err) != 0) {
+        // Refused (the target is not campaigning: leadership is kept) or
+        // failed: release as usual.
+        Fail("hand off", err);
+        err = nullptr;
+        if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
+      } else {
+        fprintf(stderr, "lease_candidate %d: handed off to %s in %.3f ms\n", getpid(), o_.handoff_to.c_str(),
+                (MonoNs() - start) / 1e6);
+      }
+      return;
+    }
     if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
   }
 

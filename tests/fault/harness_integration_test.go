@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,8 +31,10 @@ var (
 	// steady: long enough for a frozen or partitioned leader to be told
 	// apart from a slow one.
 	steady = timing{4 * time.Second, 3 * time.Second, 500 * time.Millisecond}
-	// quick: churn.
-	quick = timing{2 * time.Second, 1500 * time.Millisecond, 400 * time.Millisecond}
+	// quick: churn, as fast as a whole-second lease allows: a killed leader
+	// is replaced a second after its last renewal, so 100 changes fit in
+	// about a minute.
+	quick = timing{time.Second, 700 * time.Millisecond, 200 * time.Millisecond}
 )
 
 var leaseSeq atomic.Int64
@@ -73,6 +76,13 @@ type candOpts struct {
 	proxied bool
 	poll    bool   // our first user's call pattern (lease_candidate --pattern poll)
 	pod     string // the Pod whose leader label it keeps (poll only)
+	// handoffTo: on SIGTERM the leader hands the lease to this candidate
+	// (K8sLeaseHandOff) instead of releasing it.
+	handoffTo string
+	// version, priority and policy: K8sLeaseRunElectionWith's.
+	version  string
+	priority int
+	policy   int
 }
 
 // start launches a candidate with identity id.
@@ -100,6 +110,15 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	}
 	if o.pod != "" {
 		args = append(args, "--pod", o.pod)
+	}
+	if o.handoffTo != "" {
+		args = append(args, "--handoff-to", o.handoffTo)
+	}
+	if o.version != "" {
+		args = append(args, "--version", o.version)
+	}
+	if o.priority != 0 || o.policy != 0 {
+		args = append(args, "--priority", strconv.Itoa(o.priority), "--policy", strconv.Itoa(o.policy))
 	}
 	cmd := exec.Command(candidate, args...)
 	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)

@@ -131,7 +131,7 @@ func TestChurnWithKills(t *testing.T) {
 		if n := len(took["SIGKILL"]) + len(took["SIGTERM"]); n > 0 && n%100 == 0 {
 			t.Logf("%d leaders killed in %v", n, time.Since(begin).Round(time.Second))
 		}
-		time.Sleep(time.Duration(100+rng.Intn(400)) * time.Millisecond)
+		time.Sleep(time.Duration(50+rng.Intn(200)) * time.Millisecond)
 		since = history.Now()
 		if rng.Intn(2) == 0 {
 			lastSignal = "SIGKILL"

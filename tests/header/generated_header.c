@@ -35,6 +35,9 @@ struct k8s_lease_functions {
   int (*set_log_level)(int, char**);
   int (*stats)(char**, char**);
   int (*metrics)(char**, char**);
+  int (*hand_off)(char*, char*, char*, long long, char**);
+  int (*run_election_with)(char*, char*, char*, long long, long long, long long, char*, int, int, long long*, char**);
+  int (*candidates)(char*, char*, char**, char**);
   void (*free_string)(void*);
   char* (*version)(void);
   int (*run_election_ms_id)(char*, char*, char*, long long, long long, long long, long long*, char**);
@@ -54,7 +57,7 @@ int main(void) {
       K8sLeaseInit,      K8sLeaseRunElection, K8sLeaseRunElectionMs, K8sLeaseWaitElected, K8sLeaseWaitLost,
       K8sLeaseCancelElection, K8sLeaseIsLeader, K8sLeaseGetHolder,   K8sLeaseWatchHolder, K8sLeaseCancelWatch,
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
-      K8sLeaseStats,     K8sLeaseMetrics,     K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
+      K8sLeaseStats,     K8sLeaseMetrics,     K8sLeaseHandOff,     K8sLeaseRunElectionWith, K8sLeaseCandidates, K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
       K8sLeaseWatchHolderId, K8sLeaseCancelWatchId, K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId,
 #ifndef K8S_LEASE_CHECK_CAPI
       K8sLeaseStandalone,
