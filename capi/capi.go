@@ -321,8 +321,9 @@ func K8sLeaseHandOff(ns, leaseName, toIdentity *C.char, timeoutMs C.longlong, er
 		if err != nil {
 			return -1, err
 		}
-		if timeoutMs <= 0 {
-			return -1, fmt.Errorf("%w: timeoutMs: must be > 0", lease.ErrInvalidArgument)
+		const maxMs = int64(time.Duration(1<<63-1) / time.Millisecond)
+		if timeoutMs <= 0 || int64(timeoutMs) > maxMs {
+			return -1, fmt.Errorf("%w: timeoutMs: must be > 0 and at most %d, got %d", lease.ErrInvalidArgument, maxMs, int64(timeoutMs))
 		}
 		if err := lib.HandOff(s[0], s[1], s[2], time.Duration(timeoutMs)*time.Millisecond); err != nil {
 			return -1, err

@@ -91,6 +91,9 @@ func TestNullArgumentsNeverCrash(t *testing.T) {
 		{"Stats", func(m **cchar) int32 { return int32(K8sLeaseStats(nil, m)) }, "statsJson: must not be NULL"},
 		{"HandOff NULL target", func(m **cchar) int32 { return int32(K8sLeaseHandOff(cs("ns"), cs("l"), nil, 100, m)) }, "toIdentity: must not be NULL"},
 		{"HandOff timeout", func(m **cchar) int32 { return int32(K8sLeaseHandOff(cs("ns"), cs("l"), cs("b"), 0, m)) }, "timeoutMs: must be > 0"},
+		{"HandOff timeout overflows", func(m **cchar) int32 {
+			return int32(K8sLeaseHandOff(cs("ns"), cs("l"), cs("b"), 1<<62, m))
+		}, "timeoutMs: must be > 0 and at most"},
 		{"Metrics", func(m **cchar) int32 { return int32(K8sLeaseMetrics(nil, m)) }, "text: must not be NULL"},
 		{"SetLogLevel", func(m **cchar) int32 { return int32(K8sLeaseSetLogLevel(99, m)) }, "log level: must be 0..12"},
 		{"bad name", func(m **cchar) int32 { return int32(K8sLeaseIsLeader(cs("ns"), cs("Bad_Name"), nil, nil, m)) }, `lease name "Bad_Name"`},

@@ -204,30 +204,41 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  * ns/leaseName and gives the lease to the candidate toIdentity, which, if it
  * campaigns, takes it at once (about two round trips to the API server).
  * Call it on the leader, say on SIGTERM, instead of K8sLeaseCancelElection.
- * Blocks until toIdentity leads (returns 0) or timeoutMs (> 0) passes.
+ * First reads toIdentity's candidate record (one request, at most 10 s):
+ * a target with no live record is refused and leadership is kept. Then
+ * blocks until toIdentity leads (returns 0) or timeoutMs (> 0) passes.
  * Safety as always: this process's IsLeader is 0 before the lease is
  * handed over, and the target's is 1 only after its own compare-and-swap
  * took it, with the next fencing token.
- * While the hand-off stands, no other candidate takes the lease: they (and
- * plain client-go candidates) see the target as holder, renewed at the
- * hand-off, and wait this leader's lease duration from seeing it. So a
- * target that is not campaigning does not block the service for longer
- * than that, and when timeoutMs passes first the lease is released at once
- * for anyone to take.
+ * While the hand-off stands, no other candidate takes the lease: the
+ * record's holder is "k8s-lease.io/hand-off:<toIdentity>", a name no
+ * candidate has, renewed at the hand-off, so every other candidate (ours,
+ * and plain client-go whatever its identity) waits this leader's lease
+ * duration from seeing it; K8sLeaseGetHolder reports no holder meanwhile.
+ * A target that is not campaigning therefore blocks the service at most
+ * that long, and when timeoutMs passes first the hand-off record is
+ * released for anyone to take (up to the renew deadline more) and annotated
+ * k8s-lease.io/hand-off-failed, so the library's own hand-offs skip that
+ * target until it campaigns again.
  * The election on the lease ends either way, as by K8sLeaseCancelElection
  * (K8sLeaseWaitLost returns 0); start a new one to stand again.
  * Returns 0, or -1 with the reason: not the leader (no election here, a
  * standby, or leadership already lost), toIdentity is this leader's own
- * identity or invalid, the hand-off write failed (the lease then expires),
- * or "hand-off timed out ... the lease is released".
+ * identity or invalid, "target not seen campaigning" (no live record),
+ * timeoutMs not > 0 or too large, the hand-off write failed (the lease is
+ * then released instead, or expires), "the lease changed before the target
+ * took it", or "hand-off timed out ... the lease is released".
  */
 int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentity, long long timeoutMs, char** errMsg);
 
 /* Leader policies for K8sLeaseRunElectionWith (flags, or-ed). */
-/* Cancelling a leading election (K8sLeaseCancelElection[Id]) hands the lease
- * to the best live candidate - highest version, then highest priority -
- * instead of releasing it to a race; with none, or if it does not take the
- * lease within the renew deadline, the lease is released as usual. */
+/* Cancelling a leading election (K8sLeaseCancelElection[Id], and
+ * K8sLeaseShutdown) hands the lease to the best live candidate - highest
+ * version, then highest priority - instead of releasing it to a race; with
+ * none, or if it does not take the lease within the renew deadline (the
+ * listing included), the lease is released as usual. The cancel's result
+ * and time bound are a plain cancel's. Listing the candidates needs
+ * deploy/rbac-candidates.yaml. */
 #define K8S_LEASE_POLICY_HANDOFF_ON_CANCEL 1
 /* While leading, hand the lease to the best candidate of a newer version as
  * soon as one campaigns (a rolling update then moves leadership once, to
@@ -251,12 +262,19 @@ int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentit
  * starts and every 5 minutes, and deleted when it ends; a record that cannot
  * be written (RBAC: create/update/delete/list/watch on leases) is logged
  * once and changes nothing else.
+ * The record is written off the caller's thread (the first one also asks
+ * the API server which kind to use): RunElection never waits for it.
  * Whoever leads also honours the preferred holder an operator names on the
  * Lease: `kubectl annotate lease <lease> k8s-lease.io/preferred-holder=<id>`
  * (or spec.preferredHolder, where the API server keeps it): at its next
- * renewal the leader hands the lease to that identity if it campaigns
- * (WaitLost then returns -1 "leadership handed off to <id> (the preferred
- * holder)"); one that does not campaign is checked for again every 10 s.
+ * renewal the leader hands the lease to that identity if its record can be
+ * read and is live, and no earlier hand-off to it failed since (WaitLost
+ * then returns -1 "leadership handed off to <id> (the preferred holder)";
+ * the election stays, ended, as after a loss); one that does not campaign
+ * is checked for again every 10 s. A hand-off the library makes on its own
+ * waits at most min(renew deadline, 1 s) for the target, then releases.
+ * A preferred holder also stops K8S_LEASE_POLICY_YIELD_TO_NEWER (the
+ * operator's choice wins).
  * Returns 0, or -1 (bad argument: version not semantic, unknown policy
  * flags; as K8sLeaseRunElectionMsId otherwise).
  */
@@ -388,8 +406,10 @@ int K8sRemovePodLabel(const char* ns, const char* podName, const char* labelKey,
  * watch of this process, in parallel, waiting up to timeoutMs (> 0). Watches
  * stop as with K8sLeaseCancelWatch; called from a holder callback, it does
  * not wait for that callback (the caller), as K8sLeaseCancelWatch does not.
- * The Kubernetes Events of the releases are flushed before it returns (at
- * most 2 s of the timeout). The library stays usable: new elections and
+ * Elections with K8S_LEASE_POLICY_HANDOFF_ON_CANCEL hand off as on a
+ * cancel. Hand-offs in flight and the candidate records' deletes are
+ * waited for, and the Kubernetes Events of the releases are flushed before
+ * it returns (at most 2 s of the timeout). The library stays usable: new elections and
  * watches may be started afterwards.
  * Returns 0, or -1 (timeout, a release failed, bad argument).
  */

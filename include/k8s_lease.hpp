@@ -176,7 +176,9 @@ class Election {
 
   // HandOff ends this leadership and gives the lease to the candidate `to`;
   // returns once it leads, throws with the reason otherwise (see
-  // K8sLeaseHandOff). The election is over either way.
+  // K8sLeaseHandOff). The election is over either way. Unlike the other
+  // members it acts by lease name (the C ABI has no hand-off by id): call
+  // it only while this object's election is the lease's current one.
   void HandOff(const std::string& to, std::chrono::milliseconds timeout) {
     detail::Message m;
     detail::check(K8sLeaseHandOff(detail::c(ns_), detail::c(lease_), to.c_str(), timeout.count(), m.out()), m,

@@ -47,14 +47,19 @@ func TestDecide(t *testing.T) {
 			t0.Add(31 * time.Second), actWait, t0.Add(40 * time.Second)},
 		// A hand-off record (K8sLeaseHandOff): the target takes it at once;
 		// every other candidate waits its term out, as for a live holder.
-		{"handed off to me", snapshot{synced: true, rec: record{exists: true, holder: "me", handOffTo: "me", durationSeconds: 10, token: 3},
+		{"handed off to me", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("me"), handOffTo: "me", durationSeconds: 10, token: 3},
 			observedAt: t0}, t0, actAcquire, time.Time{}},
-		{"handed off to another", snapshot{synced: true, rec: record{exists: true, holder: "b", handOffTo: "b", durationSeconds: 10, token: 3},
+		{"handed off to another", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("b"), handOffTo: "b", durationSeconds: 10, token: 3},
 			observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
-		{"handed off to another, who never took it", snapshot{synced: true, rec: record{exists: true, holder: "b", handOffTo: "b", durationSeconds: 10, token: 3},
+		{"handed off to another, who never took it", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("b"), handOffTo: "b", durationSeconds: 10, token: 3},
 			observedAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
 		{"held by me in another incarnation (a restart): not a hand-off", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", incarnation: "old", durationSeconds: 10, token: 3}, observedAt: t0},
+			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		// client-go, whatever its identity, never takes a hand-off record
+		// over (it is nobody's): a record naming us as holder is not one.
+		{"held by me (no incarnation: client-go named like us), not a hand-off", snapshot{synced: true,
+			rec: record{exists: true, holder: "me", handOffTo: "me", durationSeconds: 10, token: 3}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
 		{"a hand-off to me already taken up (incarnation set)", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", incarnation: "other", handOffTo: "me", durationSeconds: 10, token: 4}, observedAt: t0},

@@ -166,8 +166,12 @@ func bestCandidate(cs []Candidate, exclude string, onlyNewer bool, own string, n
 // candidateStore keeps the candidate records of one namespace.
 type candidateStore interface {
 	kind() string
-	put(ctx context.Context, lease string, c Candidate) error
-	remove(ctx context.Context, lease, identity string) error
+	// put writes the record (a new one, or over our own record: never over
+	// another object of that name) and returns its resource version.
+	put(ctx context.Context, lease string, c Candidate) (string, error)
+	// remove deletes the record if it is still at resource version rv (a
+	// later candidacy of the same identity may have rewritten it).
+	remove(ctx context.Context, lease, identity, rv string) error
 	list(ctx context.Context, lease string) ([]Candidate, error)
 	// get reads one candidate's record (found false: none).
 	get(ctx context.Context, lease, identity string) (c Candidate, found bool, err error)
@@ -190,6 +194,14 @@ func candidateRecordName(lease, identity string) string {
 	return lease + suffix
 }
 
+// deleteIfAt deletes only at resource version rv (none given: any).
+func deleteIfAt(rv string) metav1.DeleteOptions {
+	if rv == "" {
+		return metav1.DeleteOptions{}
+	}
+	return metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}
+}
+
 // candidateOfValue is the lease's name as a label value, or a hash of it.
 func candidateOfValue(lease string) string {
 	if len(validation.IsValidLabelValue(lease)) == 0 {
@@ -204,7 +216,7 @@ type leaseRecords struct{ client kubernetes.Interface }
 
 func (leaseRecords) kind() string { return "Lease" }
 
-func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) error {
+func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) (string, error) {
 	leases := s.client.CoordinationV1().Leases(nsOf(ctx))
 	name := candidateRecordName(lease, c.Identity)
 	holder, seconds, renew := c.Identity, int32(candidateTTL/time.Second), metav1.NewMicroTime(c.RenewTime)
@@ -216,23 +228,33 @@ func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) error 
 	}
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	want(l)
-	_, err := leases.Create(ctx, l, metav1.CreateOptions{})
+	got, err := leases.Create(ctx, l, metav1.CreateOptions{})
+	if err == nil {
+		return got.ResourceVersion, nil
+	}
 	if !apierrors.IsAlreadyExists(err) {
-		return err
+		return "", err
 	}
 	cur, err := leases.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return "", err
+	}
+	if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
+		return "", fmt.Errorf("lease %s exists and is not a candidate record of %s: not overwritten", name, lease)
 	}
 	want(cur)
-	_, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
+	got, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return got.ResourceVersion, nil
 }
 
-func (s leaseRecords) remove(ctx context.Context, lease, identity string) error {
-	err := s.client.CoordinationV1().Leases(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity), metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
+func (s leaseRecords) remove(ctx context.Context, lease, identity, rv string) error {
+	err := s.client.CoordinationV1().Leases(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
+		deleteIfAt(rv))
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone, or rewritten by a later candidacy: not ours to delete
 	}
 	return err
 }
@@ -292,7 +314,7 @@ const candidateIdentityAnnotation = "k8s-lease.io/candidate-identity"
 
 func (leaseCandidates) kind() string { return "LeaseCandidate" }
 
-func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) error {
+func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) (string, error) {
 	api := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx))
 	name := candidateRecordName(lease, c.Identity)
 	bin := "0.0.0"
@@ -309,22 +331,32 @@ func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) err
 	}
 	l := &coordinationv1beta1.LeaseCandidate{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	want(l)
-	_, err := api.Create(ctx, l, metav1.CreateOptions{})
+	got, err := api.Create(ctx, l, metav1.CreateOptions{})
+	if err == nil {
+		return got.ResourceVersion, nil
+	}
 	if !apierrors.IsAlreadyExists(err) {
-		return err
+		return "", err
 	}
 	cur, err := api.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return "", err
+	}
+	if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
+		return "", fmt.Errorf("leasecandidate %s exists and is not a candidate record of %s: not overwritten", name, lease)
 	}
 	want(cur)
-	_, err = api.Update(ctx, cur, metav1.UpdateOptions{})
-	return err
+	got, err = api.Update(ctx, cur, metav1.UpdateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return got.ResourceVersion, nil
 }
 
-func (s leaseCandidates) remove(ctx context.Context, lease, identity string) error {
-	err := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity), metav1.DeleteOptions{})
-	if apierrors.IsNotFound(err) {
+func (s leaseCandidates) remove(ctx context.Context, lease, identity, rv string) error {
+	err := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
+		deleteIfAt(rv))
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
 	}
 	return err
@@ -400,16 +432,22 @@ func (r *candidateRegistry) storeFor(client kubernetes.Interface) candidateStore
 	if r.store != nil {
 		return r.store
 	}
-	r.store = leaseRecords{client}
-	if list, err := client.Discovery().ServerResourcesForGroupVersion(coordinationv1beta1.SchemeGroupVersion.String()); err == nil {
+	var store candidateStore = leaseRecords{client}
+	list, err := client.Discovery().ServerResourcesForGroupVersion(coordinationv1beta1.SchemeGroupVersion.String())
+	switch {
+	case err == nil:
 		for _, res := range list.APIResources {
 			if res.Name == "leasecandidates" {
-				r.store = leaseCandidates{client}
+				store = leaseCandidates{client}
 			}
 		}
-	} else if !apierrors.IsNotFound(err) {
-		logf(LevelDebug, "candidate records: cannot tell whether LeaseCandidates are served (%v); using Leases", err)
+	case !apierrors.IsNotFound(err):
+		// Not known yet: Leases this time, and ask again next time (a
+		// choice fixed now could differ from the other processes' for good).
+		logf(LevelDebug, "candidate records: cannot tell whether LeaseCandidates are served (%v); using Leases for now", err)
+		return store
 	}
+	r.store = store
 	logf(LevelDebug, "candidate records are %ss", r.store.kind())
 	return r.store
 }
@@ -432,15 +470,21 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 // keepCandidacy writes the election's candidate record now and every
 // candidateRefresh until the election ends, then deletes it. It runs on a
 // goroutine of its own, never on the renewal path.
-func (e *Election) keepCandidacy(reg *candidateRegistry, store candidateStore) {
+func (e *Election) keepCandidacy(reg *candidateRegistry, storeFor func() candidateStore) {
+	defer close(e.candidacyDone)
 	ctx := withNS(context.Background(), e.key.Namespace)
+	store := storeFor()
+	rv, written := "", false // our last write: the delete is conditional on its resource version
 	put := func() {
 		c := Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()}
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
-		if err := store.put(rctx, e.key.Name, c); err != nil {
+		got, err := store.put(rctx, e.key.Name, c)
+		if err != nil {
 			reg.reportOnce(e.key, store.kind(), err)
+			return
 		}
+		rv, written = got, true
 	}
 	put()
 	t := e.clock.NewTimer(candidateRefresh)
@@ -448,9 +492,12 @@ func (e *Election) keepCandidacy(reg *candidateRegistry, store candidateStore) {
 	for {
 		select {
 		case <-e.ended:
+			if !written {
+				return // nothing to delete
+			}
 			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 			defer cancel()
-			if err := store.remove(rctx, e.key.Name, e.identity); err != nil {
+			if err := store.remove(rctx, e.key.Name, e.identity, rv); err != nil {
 				logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
 			}
 			return
@@ -464,6 +511,10 @@ func (e *Election) keepCandidacy(reg *candidateRegistry, store candidateStore) {
 // Candidates lists the live candidates of ns/name (their records renewed
 // within candidateTTL), best first.
 func (m *Manager) Candidates(ns, name string) ([]Candidate, error) {
+	return m.candidatesWithin(ns, name, requestTimeout)
+}
+
+func (m *Manager) candidatesWithin(ns, name string, within time.Duration) ([]Candidate, error) {
 	if err := ValidateKey(ns, name); err != nil {
 		return nil, err
 	}
@@ -471,7 +522,7 @@ func (m *Manager) Candidates(ns, name string) ([]Candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(withNS(context.Background(), ns), requestTimeout)
+	ctx, cancel := context.WithTimeout(withNS(context.Background(), ns), within)
 	defer cancel()
 	all, err := m.candidates.storeFor(client).list(ctx, name)
 	if err != nil {

@@ -59,12 +59,16 @@ type Election struct {
 	cancelOnce sync.Once
 	events     *managerEvents // Kubernetes Events on leadership changes (events.go); nil: none
 	opts       ElectionOptions
-	store      candidateStore // candidate records (candidates.go); nil in unit tests that build elections by hand
-	// handOffHook starts a hand-off the library decides (preferred holder,
-	// PolicyYieldToNewer) on a goroutine of its own; nil: none.
-	handOffHook    func(to, why string)
-	preferredTried string    // the preferred holder last acted on (e.mu)
-	preferredAt    time.Time // and when
+	// candidateStore gives the store of candidate records (candidates.go);
+	// nil in unit tests that build elections by hand.
+	candidateStore func() candidateStore
+	// handOffHook makes a hand-off the library decides (preferred holder,
+	// PolicyYieldToNewer) and reports whether it happened; called on a
+	// goroutine of its own; nil: none.
+	handOffHook    func(to, why string) bool
+	candidacyDone  chan struct{} // closed when keepCandidacy ends (its record deleted); nil: none
+	preferredTried string        // the preferred holder last acted on (e.mu)
+	preferredAt    time.Time     // and when
 }
 
 func newIncarnation() string {
@@ -105,8 +109,8 @@ func (e *Election) run() {
 	if e.ctx.Err() != nil {
 		return
 	}
-	if e.opts.Policy&PolicyYieldToNewer != 0 && e.store != nil && e.handOffHook != nil {
-		go e.yieldToNewer()
+	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidateStore != nil && e.handOffHook != nil {
+		go e.yieldToNewer(e.candidateStore)
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.lost(reason)

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -16,15 +19,16 @@ import (
 //
 // The leader stops leading locally first (IsLeader 0), then writes, with a
 // compare-and-swap on its last write, the hand-off record (handOffSpec):
-// the target as holder, renewed now, for the leader's lease duration, with
-// no incarnation and HandOffAnnotation naming the target. Only the target
-// acts on it (decide: actAcquire), with the compare-and-swap every
-// acquisition makes, and the next fencing token. Every other candidate, ours
-// or plain client-go, sees a live holder and waits a lease duration from
-// seeing it: that is the window in which only the target may take the
-// lease. A target that does not take it is passed over after that window,
-// so a dead target cannot block the service; HandOff itself releases the
-// lease when its timeout passes first.
+// holder handOffHolder(target) - a name no candidate has, so that plain
+// client-go candidates, whatever their identity, see a live holder - renewed
+// now, for the leader's lease duration, with no incarnation and
+// HandOffAnnotation naming the target. Only the target acts on it (decide:
+// actAcquire), with the compare-and-swap every acquisition makes, and the
+// next fencing token. Every other candidate, ours or plain client-go, waits
+// a lease duration from seeing it: that is the window in which only the
+// target may take the lease. A target that does not take it is passed over
+// after that window, so a dead target cannot block the service; HandOff
+// itself releases the lease when its timeout passes first.
 
 var (
 	// ErrNotLeader: the call needs this process to lead the lease.
@@ -37,7 +41,22 @@ var (
 	// errReleasedInstead: a hand-off did not happen, and the lease was
 	// released as a cancel releases it.
 	errReleasedInstead = errors.New("the lease is released")
+	// errReleaseFailed: a hand-off did not happen, and releasing the lease
+	// failed too (it expires after its duration).
+	errReleaseFailed = errors.New("releasing the lease failed")
 )
+
+// handOffHolderPrefix marks the holder of a hand-off record.
+const handOffHolderPrefix = "k8s-lease.io/hand-off:"
+
+func handOffHolder(to string) string { return handOffHolderPrefix + to }
+
+// HandOffFailedAnnotation remembers, on the Lease, the last hand-off whose
+// target did not take the lease ("<identity> <RFC 3339 time>"): hand-offs
+// the library makes on its own skip that target until its candidate record
+// is renewed after that time (it restarted), so a target that is not
+// campaigning costs one hand-off timeout, not one per term.
+const HandOffFailedAnnotation = "k8s-lease.io/hand-off-failed"
 
 // HandOff ends this process's leadership of ns/name and hands the lease to
 // the candidate identity to, then waits until to leads (nil) or timeout
@@ -45,7 +64,7 @@ var (
 // take it, and ErrHandOffTimeout is returned. The election on the lease is
 // over either way (WaitLost returns nil, as after a cancel). A target with
 // no live candidate record is refused before anything changes (when the
-// records can be read at all).
+// record can be read at all).
 func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if err := ValidateKey(ns, name); err != nil {
 		return err
@@ -72,7 +91,7 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if ok, _, _ := e.IsLeader(); !ok {
 		return fmt.Errorf("hand off lease %s: %w", key, ErrNotLeader)
 	}
-	if err := m.requireCampaigning(key, to); err != nil {
+	if err := m.requireCampaigning(key, to, false, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
 	if !m.forgetElection(e) {
@@ -82,17 +101,20 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 }
 
 // requireCampaigning refuses a target with no live candidate record (one
-// read by name). When the record cannot be read (RBAC), the hand-off goes
-// ahead: the timeout bounds it.
-func (m *Manager) requireCampaigning(key Key, to string) error {
+// read by name), or one not renewed since failedAt (a hand-off to it that
+// failed). When the record cannot be read (RBAC), a strict check refuses
+// and a lenient one lets the hand-off go ahead (its timeout bounds it).
+func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt time.Time, within time.Duration) error {
 	client, err := m.client()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(withNS(context.Background(), key.Namespace), requestTimeout)
+	ctx, cancel := context.WithTimeout(withNS(context.Background(), key.Namespace), within)
 	defer cancel()
 	c, found, err := m.candidates.storeFor(client).get(ctx, key.Name, to)
 	switch {
+	case err != nil && strict:
+		return fmt.Errorf("hand off lease %s: %w: cannot read %q's candidate record: %v", key, errTargetNotSeen, to, err)
 	case err != nil:
 		logf(LevelInfo, "lease %s: cannot check that %s campaigns (handing off all the same): %v", key, to, err)
 		return nil
@@ -101,6 +123,9 @@ func (m *Manager) requireCampaigning(key Key, to string) error {
 	case time.Since(c.RenewTime) > candidateTTL:
 		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was last renewed %v ago", key, errTargetNotSeen, to,
 			time.Since(c.RenewTime).Round(time.Second))
+	case !failedAt.IsZero() && !c.RenewTime.After(failedAt):
+		return fmt.Errorf("hand off lease %s: %w: a hand-off to %q failed at %s and its record is older", key, errTargetNotSeen, to,
+			failedAt.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -118,20 +143,28 @@ func (m *Manager) forgetElection(e *Election) bool {
 }
 
 // handOffElection hands e's lease to to and waits up to timeout for it to
-// lead; e is no longer in m.elections. reason is what WaitLost reports: nil
-// when the host asked for the hand-off.
+// lead. reason is what WaitLost reports: nil when the host asked for the
+// hand-off. Shutdown waits for it (m.handingOff).
 func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error) error {
 	key := e.key
 	client, err := m.client()
 	if err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	defer close(done)
 	// A share of the observer of our own, taken before the election gives
 	// up its share: the observer then resumes (it pauses while we lead) and
 	// shows the target taking the lease.
 	m.mu.Lock()
+	m.handingOff[done] = struct{}{}
 	obs := m.acquireObserverLocked(client, key, defaultResync)
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.handingOff, done)
+		m.mu.Unlock()
+	}()
 	defer m.releaseObserver(key)
 	notify := obs.subscribe()
 	defer obs.unsubscribe(notify)
@@ -165,37 +198,101 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 		}
 		t.Stop()
 	}
-	// The target did not take it: release the hand-off record (if it is
-	// still the current one), so that anyone may take the lease now.
-	if _, err := e.endTerm(written, min(e.timing.RenewDeadline, requestTimeout), "release after a hand-off to "+to, releaseSpec); err != nil {
-		return fmt.Errorf("%w: %q did not take lease %s within %v, and releasing it failed: %v", ErrHandOffTimeout, to, key, timeout, err)
+	return e.releaseHandOff(written, to, min(e.timing.RenewDeadline, requestTimeout), timeout)
+}
+
+// releaseHandOff releases the hand-off record written (if it is still the
+// current one) after its target did not take the lease within waited, so
+// that anyone may take it now, and says what happened.
+func (e *Election) releaseHandOff(written *coordinationv1.Lease, to string, timeout, waited time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	handed := recordOf(written)
+	l := written
+	for attempt := 0; attempt < 3; attempt++ {
+		next := l.DeepCopy()
+		now := e.clock.Now()
+		releaseSpec(next, now)
+		next.Annotations[HandOffFailedAnnotation] = to + " " + time.Now().UTC().Format(time.RFC3339Nano)
+		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+		if err == nil {
+			e.obs.apply(got, got.ResourceVersion)
+			return fmt.Errorf("%w: %q did not take lease %s within %v (is it campaigning?); %w", ErrHandOffTimeout, to, e.key, waited, errReleasedInstead)
+		}
+		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, err)
+		}
+		cur, gerr := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+		if gerr != nil && !apierrors.IsNotFound(gerr) {
+			return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, gerr)
+		}
+		r := recordOf(cur)
+		switch {
+		case r.handedOffTo(to) && r.token == handed.token:
+			l = cur // the same hand-off, rewritten (an annotation): release that
+			continue
+		case r.holder == to && r.incarnation != "" && r.token > handed.token:
+			return nil // taken at the last moment
+		default:
+			return fmt.Errorf("hand off lease %s to %q: the lease changed before the target took it (holder now %q); nothing to release",
+				e.key, to, clip(r.holder))
+		}
 	}
-	return fmt.Errorf("%w: %q did not take lease %s within %v (is it campaigning?); %w", ErrHandOffTimeout, to, key, timeout, errReleasedInstead)
+	return fmt.Errorf("%w: %q did not take lease %s within %v; %w: kept conflicting", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed)
 }
 
 // handOffOnItsOwn is a hand-off the library decides (the preferred holder,
 // PolicyYieldToNewer), on a goroutine of its own: the host learns of it
-// from WaitLost (ErrHandedOff) and IsLeader, as of a loss.
-func (m *Manager) handOffOnItsOwn(e *Election, to, why string) {
+// from WaitLost (ErrHandedOff) and IsLeader, as of a loss, and the election
+// stays registered, ended, as after a loss. It reports whether the lease
+// was handed over. Only to a target whose record is read and live, that no
+// earlier hand-off failed on (HandOffFailedAnnotation), and within a short
+// timeout: a target that campaigns takes the lease in milliseconds.
+func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 	if ok, _, _ := e.IsLeader(); !ok {
-		return
+		return false
 	}
-	if err := m.requireCampaigning(e.key, to); err != nil {
+	e.mu.Lock()
+	failedAt := handOffFailedAt(e.written, to)
+	e.mu.Unlock()
+	if err := m.requireCampaigning(e.key, to, true, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
-		return
+		return false
 	}
-	if !m.forgetElection(e) {
-		return
+	m.mu.Lock()
+	still := m.elections[e.key] == e
+	m.mu.Unlock()
+	if !still {
+		return false // cancelled or shut down meanwhile
 	}
 	reason := fmt.Errorf("%w to %s (%s)", ErrHandedOff, to, why)
-	if err := m.handOffElection(e, to, e.timing.LeaseDuration, reason); err != nil {
+	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason)
+	if err != nil {
 		logf(LevelWarning, "lease %s: hand-off to %s (%s): %v", e.key, to, why, err)
 	}
+	return err == nil
 }
 
-// bestOtherCandidate is the best live candidate but e itself.
-func (m *Manager) bestOtherCandidate(e *Election) (string, bool) {
-	cs, err := m.Candidates(e.key.Namespace, e.key.Name)
+// handOffFailedAt is when a hand-off to to last failed, from the Lease.
+func handOffFailedAt(l *coordinationv1.Lease, to string) time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	who, at, ok := strings.Cut(l.Annotations[HandOffFailedAnnotation], " ")
+	if !ok || who != to {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, at)
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// bestOtherCandidate is the best live candidate but e itself, listed within
+// the time given.
+func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string, bool) {
+	cs, err := m.candidatesWithin(e.key.Namespace, e.key.Name, within)
 	if err != nil {
 		logf(LevelInfo, "lease %s: cannot list the candidates: %v", e.key, err)
 		return "", false
@@ -205,7 +302,7 @@ func (m *Manager) bestOtherCandidate(e *Election) (string, bool) {
 }
 
 // preferredRecheck: while the preferred holder does not campaign, the
-// leader checks again at most this often (one list of the records).
+// leader checks again at most this often (one read of its record).
 const preferredRecheck = 10 * time.Second
 
 // preferredHolder is who an operator wants to lead: spec.preferredHolder
@@ -220,9 +317,9 @@ func preferredHolder(l *coordinationv1.Lease) string {
 	return l.Annotations[PreferredHolderAnnotation]
 }
 
-// preferredHolderSeen acts on the preferred holder named by a Lease this
-// leader just wrote: a hand-off to it, on a goroutine of its own, at most
-// once per preferredRecheck for the same name. e.mu held.
+// preferredHolderSeenLocked acts on the preferred holder named by a Lease
+// this leader just wrote: a hand-off to it, on a goroutine of its own, at
+// most once per preferredRecheck for the same name. e.mu held.
 func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 	to := preferredHolder(l)
 	if to == "" || to == e.identity || e.handOffHook == nil || e.phase != phaseLeader {
@@ -237,29 +334,38 @@ func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 }
 
 // yieldToNewer follows the candidate records while this election leads
-// and hands off once a candidate of a newer version campaigns
-// (PolicyYieldToNewer). Its own goroutine; it ends with the leadership.
-func (e *Election) yieldToNewer() {
+// and hands off once a candidate of a newer version campaigns and takes
+// it (PolicyYieldToNewer). A preferred holder set by an operator wins: no
+// yielding while one is named. Its own goroutine; it ends with the
+// leadership.
+func (e *Election) yieldToNewer(store func() candidateStore) {
 	ctx, cancel := context.WithCancel(withNS(context.Background(), e.key.Namespace))
 	defer cancel()
 	retry := newBackoff(time.Second, 30*time.Second)
-	for {
+	for !e.Ended() {
+		s := store()
 		lctx, lcancel := context.WithTimeout(ctx, requestTimeout)
-		cs, err := e.store.list(lctx, e.key.Name)
+		cs, err := s.list(lctx, e.key.Name)
 		lcancel()
 		if err == nil {
-			if c, ok := bestCandidate(cs, e.identity, true, e.opts.Version, time.Now()); ok {
-				e.handOffHook(c.Identity, "a newer version campaigns: "+c.Version)
-				return
-			}
-			var w watch.Interface
-			if w, err = e.store.watch(ctx, e.key.Name); err == nil {
-				select {
-				case <-e.ended:
-				case <-w.ResultChan():
+			e.mu.Lock()
+			preferred := preferredHolder(e.written)
+			e.mu.Unlock()
+			if c, ok := bestCandidate(cs, e.identity, true, e.opts.Version, time.Now()); ok && preferred == "" {
+				if e.handOffHook(c.Identity, "a newer version campaigns: "+c.Version) {
+					return
 				}
-				w.Stop()
-				retry.reset()
+				err = errors.New("the newer candidate was not handed the lease")
+			} else {
+				var w watch.Interface
+				if w, err = s.watch(ctx, e.key.Name); err == nil {
+					select {
+					case <-e.ended:
+					case <-w.ResultChan():
+					}
+					w.Stop()
+					retry.reset()
+				}
 			}
 		}
 		if err != nil {
@@ -268,9 +374,6 @@ func (e *Election) yieldToNewer() {
 			case <-e.ended:
 			case <-e.clock.After(retry.next()):
 			}
-		}
-		if e.Ended() {
-			return
 		}
 	}
 }
@@ -300,7 +403,7 @@ func (e *Election) handOff(to string, timeout time.Duration, reason error) (*coo
 			err = fmt.Errorf("hand off lease %s: %w (the lease is no longer ours)", e.key, ErrNotLeader)
 		case err != nil:
 			if rerr := e.release(held, timeout); rerr != nil {
-				err = fmt.Errorf("%w; releasing it failed too: %v", err, rerr)
+				err = fmt.Errorf("%w; %w: %v", err, errReleaseFailed, rerr)
 			} else {
 				err = fmt.Errorf("%w; %w", err, errReleasedInstead)
 			}
@@ -321,7 +424,7 @@ func (e *Election) recordHandOff(to string, err error) {
 	token, uid := e.eventFacts()
 	typ, why := corev1.EventTypeNormal, "handed off to "+to
 	if err != nil {
-		typ, why = corev1.EventTypeWarning, fmt.Sprintf("hand-off to %s failed (the lease expires after its duration): %v", to, err)
+		typ, why = corev1.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
 	e.events.record(e.key, uid, e.identity, typ, fmt.Sprintf("%s stopped leading: %s (fencing token %d)", e.identity, why, token))
 }

@@ -73,7 +73,7 @@ func TestHandOffToACampaigningCandidate(t *testing.T) {
 func TestHandOffToACrashedCandidateTimesOutAndReleases(t *testing.T) {
 	a, _, _, eb, client := handOffPair(t)
 	ctx := withNS(t.Context(), "ns")
-	if err := (leaseRecords{client}).put(ctx, "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{client}).put(ctx, "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	err := a.HandOff("ns", "l", "c", 300*time.Millisecond)

@@ -66,8 +66,9 @@ type Manager struct {
 	// not hand out a smaller token).
 	highestToken map[Key]int64
 	stats        map[Key]*leaseStats
-	events       managerEvents     // Kubernetes Events on leadership changes (events.go)
-	candidates   candidateRegistry // candidate records (candidates.go)
+	events       managerEvents              // Kubernetes Events on leadership changes (events.go)
+	candidates   candidateRegistry          // candidate records (candidates.go)
+	handingOff   map[chan struct{}]struct{} // hand-offs in flight, closed when done (Shutdown waits)
 }
 
 // observedLease is a shared observer: refs counts the elections and holder
@@ -86,7 +87,8 @@ func NewManager(clk clock.Clock) *Manager {
 		clk = clock.RealClock{}
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
-		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{}}
+		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
+		handingOff: map[chan struct{}]struct{}{}}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -338,7 +340,6 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	if err != nil {
 		return nil, err
 	}
-	store := m.candidates.storeFor(client)
 	key := Key{ns, name}
 	m.mu.Lock()
 	old := m.elections[key]
@@ -355,11 +356,13 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	m.statsLocked(key).campaigns.Add(1)
 	e.id = m.nextIDLocked()
 	e.events = m.events.use(client)
-	e.opts, e.store = opts, store
-	e.handOffHook = func(to, why string) { m.handOffOnItsOwn(e, to, why) }
+	e.opts = opts
+	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
+	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
 	m.elections[key] = e
 	e.start()
-	go e.keepCandidacy(&m.candidates, store)
+	e.candidacyDone = make(chan struct{})
+	go e.keepCandidacy(&m.candidates, e.candidateStore)
 	m.mu.Unlock()
 	return e, nil
 }
@@ -432,19 +435,41 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 	if e == nil {
 		return nil
 	}
+	return m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
+}
+
+// endElection cancels e, already removed from m.elections, as a cancel or
+// Shutdown does: with PolicyHandOffOnCancel a leader hands the lease to the
+// best live candidate (released if it does not take it within timeout),
+// else the lease is released.
+//
+// Its result is a cancel's: nil unless a release failed. The hand-off's own
+// outcome (taken, released instead, lost meanwhile) is logged.
+func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 	if leading, _, _ := e.IsLeader(); leading && e.opts.Policy&PolicyHandOffOnCancel != 0 {
-		// PolicyHandOffOnCancel: to the best live candidate, within the
-		// renew deadline; the lease is released if it is not taken.
-		if to, ok := m.bestOtherCandidate(e); ok {
-			err := m.handOffElection(e, to, min(e.timing.RenewDeadline, requestTimeout), nil)
-			if err != nil && errors.Is(err, errReleasedInstead) {
-				logf(LevelInfo, "lease %s: %v", key, err)
-				return nil
+		start := m.clock.Now()
+		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
+			left := timeout - m.clock.Since(start)
+			if left > 0 {
+				err := m.handOffElection(e, to, left, nil)
+				switch {
+				case err == nil:
+					return nil
+				case errors.Is(err, errReleaseFailed):
+					return err
+				case errors.Is(err, errReleasedInstead) || errors.Is(err, ErrNotLeader):
+					logf(LevelInfo, "lease %s: %v", e.key, err)
+					return nil
+				default:
+					logf(LevelInfo, "lease %s: %v", e.key, err)
+					if e.Ended() {
+						return nil
+					}
+				}
 			}
-			return err
 		}
 	}
-	return e.Cancel()
+	return e.CancelWithin(timeout)
 }
 
 // WatchHolder starts a holder watch on ns/name.
@@ -541,6 +566,10 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	m.mu.Lock()
 	elections := m.elections
 	m.elections = map[Key]*Election{}
+	var handingOff []chan struct{}
+	for ch := range m.handingOff {
+		handingOff = append(handingOff, ch)
+	}
 	for key, w := range m.watches {
 		m.stopping[key] = append(m.stopping[key], w)
 	}
@@ -560,7 +589,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(elections))
 	for _, e := range elections {
-		wg.Go(func() { errs <- e.CancelWithin(min(timeout, e.timing.RenewDeadline, requestTimeout)) })
+		wg.Go(func() { errs <- m.endElection(e, min(timeout, e.timing.RenewDeadline, requestTimeout)) })
 	}
 	for _, w := range watches {
 		wg.Go(func() { w.cancelAsSeenFrom(caller) })
@@ -568,7 +597,15 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
-		m.stopIdleObservers() // after the elections and watches gave theirs up
+		m.stopIdleObservers()           // after the elections and watches gave theirs up
+		for _, ch := range handingOff { // hand-offs in flight end (their Events recorded, observers given up)
+			<-ch
+		}
+		for _, e := range elections { // their candidate records deleted: nothing left behind when the host exits
+			if e.candidacyDone != nil {
+				<-e.candidacyDone
+			}
+		}
 		close(finished)
 	}()
 	select {

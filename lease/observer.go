@@ -46,8 +46,8 @@ func (s snapshot) holderView(now time.Time) (holder string, token int64, exists 
 	if !s.rec.exists {
 		return "", 0, false
 	}
-	if s.rec.holder == "" || !now.Before(s.expiry()) {
-		return "", s.rec.token, true
+	if s.rec.holder == "" || s.rec.handingOff() || !now.Before(s.expiry()) {
+		return "", s.rec.token, true // a hand-off not yet taken up: nobody leads
 	}
 	return s.rec.holder, s.rec.token, true
 }

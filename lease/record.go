@@ -15,11 +15,13 @@ import (
 const IncarnationAnnotation = "k8s-lease.io/incarnation"
 
 // HandOffAnnotation names the candidate a leader handed the Lease to
-// (K8sLeaseHandOff). The hand-off record holds the target as holder, with
-// no incarnation, renewed at the hand-off: every other candidate (ours and
-// plain client-go) waits a lease duration from seeing it, and the target,
-// if it campaigns, takes it at once with a compare-and-swap. Its own
-// acquisition removes the annotation.
+// (K8sLeaseHandOff). The hand-off record's holder is handOffHolder(target),
+// a name no candidate has, with no incarnation, renewed at the hand-off:
+// every other candidate (ours, and plain client-go whatever its identity)
+// waits a lease duration from seeing it, and the target, if it campaigns,
+// takes it at once with a compare-and-swap. Its own acquisition removes the
+// annotation; a client-go write replaces the holder, so a record left under
+// one is never mistaken for a hand-off.
 const HandOffAnnotation = "k8s-lease.io/handed-off-to"
 
 // record is the part of a Lease that elections reason about.
@@ -69,8 +71,11 @@ func (r record) sameSpec(o record) bool {
 // handedOffTo reports whether the record is a hand-off to identity that
 // nobody has taken up yet.
 func (r record) handedOffTo(identity string) bool {
-	return r.exists && r.holder == identity && r.incarnation == "" && r.handOffTo == identity
+	return r.exists && r.holder == handOffHolder(identity) && r.incarnation == "" && r.handOffTo == identity
 }
+
+// handingOff reports whether the record is a hand-off nobody took up yet.
+func (r record) handingOff() bool { return r.handOffTo != "" && r.handedOffTo(r.handOffTo) }
 
 // heldBy reports whether the record names this identity and incarnation.
 func (r record) heldBy(identity, incarnation string) bool {
@@ -137,7 +142,7 @@ func handOffSpec(l *coordinationv1.Lease, to string, t Timing, now time.Time) {
 	}
 	delete(l.Annotations, IncarnationAnnotation)
 	l.Annotations[HandOffAnnotation] = to
-	holder := to
+	holder := handOffHolder(to)
 	seconds := t.leaseDurationSeconds()
 	renew := metav1.NewMicroTime(now)
 	l.Spec.HolderIdentity = &holder

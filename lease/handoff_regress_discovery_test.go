@@ -1,0 +1,79 @@
+package lease
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// RunElection (every variant: they all go through RunElectionWith) now
+// asks the API server's discovery, on the caller's thread, the first time
+// (candidateRegistry.storeFor), holding the registry's lock: the header's
+// "Returns at once (never waits for the network)" no longer holds (a real
+// discovery request has a 32 s timeout), and every other RunElection,
+// Candidates and HandOff waits behind it.
+func TestHandOffRegressionRunElectionWaitsForDiscovery(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		time.Sleep(2 * time.Second) // a slow or hung API server
+		return false, nil, nil
+	})
+	m := zzManager(t, client)
+	start := time.Now()
+	if _, err := m.RunElection("ns", "l", "a", fastUnitTiming); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("RunElection took %v", took.Round(time.Millisecond))
+	if !(took < 2*time.Second) {
+		t.Fatal("regression (review 2)")
+	}
+}
+
+// A transient discovery error on first use fixes the Manager's record store
+// to Leases for good, while processes whose discovery succeeded use
+// LeaseCandidates: neither sees the other's records, so hand-offs between
+// them are refused as "not seen campaigning" and the policies ignore them.
+func TestHandOffRegressionTransientDiscoveryErrorSplitsStores(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: coordinationv1beta1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}}}
+	failures := 1
+	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, errors.New("connection refused (API server restarting)")
+		}
+		return false, nil, nil
+	})
+	a := zzManager(t, client) // first: discovery fails once
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b := zzManager(t, client) // discovery works: LeaseCandidates
+	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	csA, errA := a.Candidates("ns", "l")
+	csB, errB := b.Candidates("ns", "l")
+	t.Logf("a uses %ss and sees %+v (%v); b uses %ss and sees %+v (%v)",
+		a.candidates.store.kind(), csA, errA, b.candidates.store.kind(), csB, errB)
+	err = a.HandOff("ns", "l", "b", time.Second)
+	t.Logf("a.HandOff to the campaigning b = %v", err)
+	if !(!errors.Is(err, errTargetNotSeen)) {
+		t.Fatal("regression (review 2)")
+	}
+}

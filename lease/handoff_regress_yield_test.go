@@ -1,0 +1,53 @@
+package lease
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// yieldToNewer returns after its first call of the hook whatever the hook
+// did: when handOffOnItsOwn refuses (the newer candidate's record read by
+// name is missing for a moment: it just stood again, see
+// TestHandOffRegressionCandidateRecordDeleteRace; or the read races its refresh),
+// PolicyYieldToNewer is off for the rest of the term and the newer
+// version never gets the lease.
+func TestHandOffRegressionYieldGivesUpAfterOneRefusal(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	zzEnforceRV(client)
+	var refused atomic.Int32
+	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == candidateRecordName("l", "n") && refused.Add(1) == 1 {
+			return true, nil, apierrors.NewNotFound(a.GetResource().GroupResource(), candidateRecordName("l", "n"))
+		}
+		return false, nil, nil
+	})
+	a := zzManager(t, client)
+	ea, err := a.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	n := zzManager(t, client)
+	en, err := n.RunElectionWith("ns", "l", "n", fastUnitTiming, ElectionOptions{Version: "2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	okA, _, _ := ea.IsLeader()
+	okN, _, _ := en.IsLeader()
+	t.Logf("after 3 s: old version a leads %v, newer n (campaigning, record present) leads %v; record reads refused: 1 of %d",
+		okA, okN, refused.Load())
+	if !(!okA || okN) {
+		t.Fatal("regression (review 2)")
+	}
+}
