@@ -4,7 +4,7 @@
 #   make envtest-server  build/bin/envtest-server
 #   make test            vet + Go unit + Go integration + C++ (ctest)
 #   make demo            three HA replicas on a real API server: fail-over and hand-off
-#   make bench           k8s-lease vs plain client-go, side by side (~20 min)
+#   make bench           k8s-lease vs plain client-go, side by side (~23 min)
 #   make soak            the fault suite's churn, >= 1000 leader changes
 #   make fuzz            every fuzz target (FUZZTIME=4s each by default)
 
@@ -163,7 +163,7 @@ $(BUILD)/bin/lease-demo: $(GO_SOURCES)
 demo: cmake-build $(BUILD)/bin/lease-demo
 	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER)
 
-# Side-by-side benchmark against plain client-go (about 20 minutes; not part
+# Side-by-side benchmark against plain client-go (about 23 minutes; not part
 # of `make test`). BENCH_FLAGS=-quick for a smoke run.
 $(BUILD)/bin/abi-bench: tests/bench/abi_bench.c $(LIB)
 	$(CC) -O2 -o $@ $< -I$(BUILD) -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))

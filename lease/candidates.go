@@ -467,45 +467,87 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 	}
 }
 
-// keepCandidacy writes the election's candidate record now and every
-// candidateRefresh until the election ends, then deletes it. It runs on a
-// goroutine of its own, never on the renewal path.
-func (e *Election) keepCandidacy(reg *candidateRegistry, storeFor func() candidateStore) {
-	defer close(e.candidacyDone)
-	ctx := withNS(context.Background(), e.key.Namespace)
-	store := storeFor()
-	rv, written := "", false // our last write: the delete is conditional on its resource version
-	put := func() {
-		c := Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()}
-		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+// candidacy keeps an election's candidate record: written when the
+// candidacy starts and every candidateRefresh (a timer: no goroutine while
+// it waits, so a thousand elections cost no thousand goroutines), deleted
+// when it ends. Writes and the delete are serialized, so a delete never
+// precedes the write it undoes. Never on the renewal path.
+type candidacy struct {
+	e        *Election
+	reg      *candidateRegistry
+	storeFor func() candidateStore
+	done     chan struct{} // closed once the record is deleted (or was never written)
+
+	startOnce sync.Once  // the first write (Election.recordCandidacy)
+	ops       sync.Mutex // one write or delete at a time
+	mu        sync.Mutex
+	timer     *time.Timer
+	ended     bool
+	written   bool
+	rv        string // of our last write: the delete is conditional on it
+}
+
+func newCandidacy(e *Election, reg *candidateRegistry, storeFor func() candidateStore) *candidacy {
+	return &candidacy{e: e, reg: reg, storeFor: storeFor, done: make(chan struct{})}
+}
+
+// put writes the record and schedules the next write, unless ended.
+func (c *candidacy) put() {
+	c.ops.Lock()
+	defer c.ops.Unlock()
+	c.mu.Lock()
+	ended := c.ended
+	c.mu.Unlock()
+	if ended {
+		return
+	}
+	e := c.e
+	store := c.storeFor()
+	ctx, cancel := context.WithTimeout(withNS(context.Background(), e.key.Namespace), requestTimeout)
+	defer cancel()
+	rv, err := store.put(ctx, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.reg.reportOnce(e.key, store.kind(), err)
+	} else {
+		c.rv, c.written = rv, true
+	}
+	if !c.ended {
+		c.timer = time.AfterFunc(candidateRefresh, c.put)
+	}
+}
+
+// end stops the writes and deletes the record, on a goroutine of its own
+// (the election's goroutine calls it on its way out).
+func (c *candidacy) end() {
+	c.mu.Lock()
+	if c.ended {
+		c.mu.Unlock()
+		return
+	}
+	c.ended = true
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.mu.Unlock()
+	go func() {
+		defer close(c.done)
+		c.ops.Lock() // after a write in progress
+		defer c.ops.Unlock()
+		c.mu.Lock()
+		written, rv := c.written, c.rv
+		c.mu.Unlock()
+		if !written {
+			return
+		}
+		e := c.e
+		ctx, cancel := context.WithTimeout(withNS(context.Background(), e.key.Namespace), requestTimeout)
 		defer cancel()
-		got, err := store.put(rctx, e.key.Name, c)
-		if err != nil {
-			reg.reportOnce(e.key, store.kind(), err)
-			return
+		if err := c.storeFor().remove(ctx, e.key.Name, e.identity, rv); err != nil {
+			logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
 		}
-		rv, written = got, true
-	}
-	put()
-	t := e.clock.NewTimer(candidateRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-e.ended:
-			if !written {
-				return // nothing to delete
-			}
-			rctx, cancel := context.WithTimeout(ctx, requestTimeout)
-			defer cancel()
-			if err := store.remove(rctx, e.key.Name, e.identity, rv); err != nil {
-				logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
-			}
-			return
-		case <-t.C():
-			put()
-			t.Reset(candidateRefresh)
-		}
-	}
+	}()
 }
 
 // Candidates lists the live candidates of ns/name (their records renewed

@@ -66,9 +66,9 @@ type Election struct {
 	// PolicyYieldToNewer) and reports whether it happened; called on a
 	// goroutine of its own; nil: none.
 	handOffHook    func(to, why string) bool
-	candidacyDone  chan struct{} // closed when keepCandidacy ends (its record deleted); nil: none
-	preferredTried string        // the preferred holder last acted on (e.mu)
-	preferredAt    time.Time     // and when
+	candidacy      *candidacy // its candidate record (candidates.go); nil: none
+	preferredTried string     // the preferred holder last acted on (e.mu)
+	preferredAt    time.Time  // and when
 }
 
 func newIncarnation() string {
@@ -91,6 +91,11 @@ func (e *Election) start() { go e.run() }
 
 func (e *Election) run() {
 	defer close(e.runDone)
+	defer func() {
+		if e.candidacy != nil {
+			e.candidacy.end() // the record goes with the candidacy
+		}
+	}()
 	// The share is given up first: an observer nobody else uses is not
 	// resumed (no list) until it is used again.
 	defer func() { e.obs.leadingEnded(e, e.onEnd()) }()
@@ -109,12 +114,22 @@ func (e *Election) run() {
 	if e.ctx.Err() != nil {
 		return
 	}
+	e.recordCandidacy() // elected: written after the acquisition, not beside it
 	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidateStore != nil && e.handOffHook != nil {
 		go e.yieldToNewer(e.candidateStore)
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.lost(reason)
 		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
+	}
+}
+
+// recordCandidacy starts writing the candidate record, once: when the
+// candidacy first waits as a standby or is elected, so that the write (and
+// the first discovery) never competes with an acquisition.
+func (e *Election) recordCandidacy() {
+	if e.candidacy != nil {
+		e.candidacy.startOnce.Do(func() { go e.candidacy.put() })
 	}
 }
 
@@ -301,6 +316,9 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 			}
 		}
 		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity)
+		if act == actWait || act == actWaitSync && snap.err != nil {
+			e.recordCandidacy() // a standby now: its record costs the campaign nothing
+		}
 		if act == actWait {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()

@@ -33,9 +33,10 @@ func handOffPair(t *testing.T) (a, b *Manager, ea, eb *Election, client *fake.Cl
 	if eb, err = b.RunElection("ns", "l", "b", unitTiming); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "b follows the lease", func() bool {
+	eventually(t, 5*time.Second, "b follows the lease and has recorded its candidacy", func() bool {
 		s := eb.obs.snapshot()
-		return s.synced && s.rec.holder == "a"
+		cs, err := a.Candidates("ns", "l")
+		return s.synced && s.rec.holder == "a" && err == nil && len(cs) == 2
 	})
 	return a, b, ea, eb, client
 }

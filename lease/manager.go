@@ -359,10 +359,9 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.opts = opts
 	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
 	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
+	e.candidacy = newCandidacy(e, &m.candidates, e.candidateStore)
 	m.elections[key] = e
 	e.start()
-	e.candidacyDone = make(chan struct{})
-	go e.keepCandidacy(&m.candidates, e.candidateStore)
 	m.mu.Unlock()
 	return e, nil
 }
@@ -602,8 +601,8 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 			<-ch
 		}
 		for _, e := range elections { // their candidate records deleted: nothing left behind when the host exits
-			if e.candidacyDone != nil {
-				<-e.candidacyDone
+			if e.candidacy != nil {
+				<-e.candidacy.done
 			}
 		}
 		close(finished)

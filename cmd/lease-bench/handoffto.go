@@ -53,8 +53,11 @@ func (b *bench) handOffTo(i int) (d, returned time.Duration, others int, err err
 	handed := false
 	for _, e := range events[from : own+1] {
 		switch {
-		case e.holder == targetID:
-			handed = handed || e.handOffTo == targetID
+		case e.holder == targetID && e.incarnation != "":
+			// the target's own record
+		case e.handOffTo == targetID && e.holder != "" && e.incarnation == "":
+			// the hand-off record (its holder names nobody: see lease.HandOffAnnotation)
+			handed = true
 		case e.holder == "leader" && e.handOffTo == "" && !handed:
 			// the old leader's renewal, written before its hand-off record
 		default:
