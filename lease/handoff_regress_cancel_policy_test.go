@@ -17,7 +17,7 @@ import (
 // and CancelElection returns ErrNotLeader: K8sLeaseCancelElection -1 "not
 // the leader", where the header promises 0 unless the release failed (and
 // a plain cancel after a loss returns 0).
-func TestHandOffRegressionCancelHandOffPolicyReturnsNotLeader(t *testing.T) {
+func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)

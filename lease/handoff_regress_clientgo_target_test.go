@@ -22,7 +22,7 @@ import (
 // out ... the lease is released" although b leads. Any candidate of this
 // library named b then takes the lease at once (decide: handedOffTo(self))
 // while client-go b leads: two leaders.
-func TestHandOffRegressionHandOffToClientGoIdentity(t *testing.T) {
+func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)

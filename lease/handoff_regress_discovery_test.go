@@ -18,7 +18,7 @@ import (
 // "Returns at once (never waits for the network)" no longer holds (a real
 // discovery request has a 32 s timeout), and every other RunElection,
 // Candidates and HandOff waits behind it.
-func TestHandOffRegressionRunElectionWaitsForDiscovery(t *testing.T) {
+func TestHandOffRegressionRunElectionDoesNotWaitForDiscovery(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, kruntime.Object, error) {
@@ -41,7 +41,7 @@ func TestHandOffRegressionRunElectionWaitsForDiscovery(t *testing.T) {
 // to Leases for good, while processes whose discovery succeeded use
 // LeaseCandidates: neither sees the other's records, so hand-offs between
 // them are refused as "not seen campaigning" and the policies ignore them.
-func TestHandOffRegressionTransientDiscoveryErrorSplitsStores(t *testing.T) {
+func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	client.Resources = []*metav1.APIResourceList{{GroupVersion: coordinationv1beta1.SchemeGroupVersion.String(),

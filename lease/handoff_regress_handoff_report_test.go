@@ -20,7 +20,7 @@ import (
 // the Lease during the window (an operator's annotation): "released",
 // while the hand-off record still stands and nobody but the ghost target
 // may take the lease for a lease duration.
-func TestHandOffRegressionHandOffTimeoutMisreports(t *testing.T) {
+func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	t.Run("target took it at the deadline", func(t *testing.T) {
 		fc := fake.NewClientset()

@@ -40,7 +40,7 @@ type zzHost struct {
 	id   string
 	opts ElectionOptions
 	// delay before standing again (lets the ended election's record
-	// delete land first: see TestHandOffRegressionCandidateRecordDeleteRace)
+	// delete land first: see TestHandOffRegressionRecordSurvivesStandingAgain)
 	delay time.Duration
 	mu    sync.Mutex
 	cur   *Election

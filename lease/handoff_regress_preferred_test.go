@@ -48,7 +48,7 @@ func zzHandOffs(ms ...*Manager) int64 {
 // then has no leader for a lease duration (the hand-off's timeout), and so
 // on: for up to candidateTTL (10 min), or for good when the records cannot
 // be read (requireCampaigning then lets every hand-off through).
-func TestHandOffRegressionPreferredGhostFlapsLeadership(t *testing.T) {
+func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)
@@ -77,7 +77,7 @@ func TestHandOffRegressionPreferredGhostFlapsLeadership(t *testing.T) {
 // hands to N (2.0.0) as it is newer, N hands back to P as the preferred
 // holder, for ever (each term is a new Election: no rate limit across
 // terms). A rolling update in a cluster with the annotation set does this.
-func TestHandOffRegressionPreferredVersusYieldPingPong(t *testing.T) {
+func TestHandOffRegressionPreferredHolderStopsYielding(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)
@@ -102,7 +102,7 @@ func TestHandOffRegressionPreferredVersusYieldPingPong(t *testing.T) {
 // the three listed (a typo in the annotation, a pod name from before a
 // scale-down) is Forbidden, requireCampaigning then "hands off all the
 // same", and leadership flaps for as long as the annotation stays.
-func TestHandOffRegressionPreferredNobodyUnreadableRecordsFlapsForever(t *testing.T) {
+func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)
@@ -134,7 +134,7 @@ func TestHandOffRegressionPreferredNobodyUnreadableRecordsFlapsForever(t *testin
 // so it stays live): every old-version leader yields to it at once, the
 // lease then has no leader for a lease duration, is released, the next
 // old-version leader yields again, ... for as long as the record is live.
-func TestHandOffRegressionYieldToCrashLoopingNewerFlaps(t *testing.T) {
+func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)

@@ -70,7 +70,7 @@ func zzManagerI(t *testing.T, client kubernetes.Interface) *Manager {
 // record when the old delete lands last: for candidateRefresh (5 min) it is
 // invisible to Candidates, refused as a hand-off target ("not seen
 // campaigning") and never chosen by the policies.
-func TestHandOffRegressionCandidateRecordDeleteRace(t *testing.T) {
+func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
 	zzEnforceRV(fc)
@@ -115,7 +115,7 @@ func TestHandOffRegressionCandidateRecordDeleteRace(t *testing.T) {
 // it returned (or never, when the host exits right after it), so a cleanly
 // stopped process stays listed as a live candidate for up to candidateTTL
 // (10 min) and can be picked as a hand-off target.
-func TestHandOffRegressionRecordDeleteAfterShutdown(t *testing.T) {
+func TestHandOffRegressionShutdownWaitsForTheRecordDelete(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	var landed atomic.Int64
 	client := zzSlowDeletes{Clientset: fake.NewClientset(), d: 200 * time.Millisecond, landed: &landed}

@@ -51,7 +51,7 @@ func (l zzHookLeases) Update(ctx context.Context, lease *coordinationv1.Lease, o
 // (TestNoBroadcasterStartedAfterShutdown's leak, back by another road);
 // the hand-off's observer share also keeps an observer (list + watch)
 // running after Shutdown for up to a lease duration.
-func TestHandOffRegressionShutdownDuringOwnHandOff(t *testing.T) {
+func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
 	zzEnforceRV(fc)

@@ -59,7 +59,7 @@ func (l zzLatLeases) Patch(ctx context.Context, name string, pt types.PatchType,
 // three hosts, with request and response latencies (renewals pipelined and
 // landing late), compare-and-swap enforced; a monitor checks that no two
 // hosts lead at once and that every new term has a greater token.
-func TestHandOffRegressionHandOffStressSafety(t *testing.T) {
+func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
 	zzEnforceRV(fc)

@@ -16,7 +16,7 @@ import (
 // finds nothing, "nothing to wait for") returns 0, as after a cancel: only
 // a host already blocked in WaitLost learns why. A loss, by contrast, stays
 // readable.
-func TestHandOffRegressionOwnHandOffReasonLostForLaterWaitLost(t *testing.T) {
+func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)

@@ -14,10 +14,10 @@ import (
 // yieldToNewer returns after its first call of the hook whatever the hook
 // did: when handOffOnItsOwn refuses (the newer candidate's record read by
 // name is missing for a moment: it just stood again, see
-// TestHandOffRegressionCandidateRecordDeleteRace; or the read races its refresh),
+// TestHandOffRegressionRecordSurvivesStandingAgain; or the read races its refresh),
 // PolicyYieldToNewer is off for the rest of the term and the newer
 // version never gets the lease.
-func TestHandOffRegressionYieldGivesUpAfterOneRefusal(t *testing.T) {
+func TestHandOffRegressionYieldRetriesAfterARefusal(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	zzEnforceRV(client)
