@@ -81,8 +81,11 @@ func TestOldScanDeadlocksBesideAThreadLoadingObjects(t *testing.T) {
 		race(t, loaderstress.ScanOpeningInsideCallback, time.Hour)
 		return
 	}
+	// The child is killed, so its own cleanup never runs: its temporary
+	// directories go under ours, which our cleanup removes.
+	childTmp := t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestOldScanDeadlocksBesideAThreadLoadingObjects$")
-	cmd.Env = append(os.Environ(), "K8S_LEASE_OLD_SCAN=1")
+	cmd.Env = append(os.Environ(), "K8S_LEASE_OLD_SCAN=1", "TMPDIR="+childTmp)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,6 +97,9 @@ func TestOldScanDeadlocksBesideAThreadLoadingObjects(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		<-exited
+		if left, _ := os.ReadDir(childTmp); len(left) == 0 {
+			t.Errorf("the killed child made no temporary directory under %s: it would be left behind elsewhere", childTmp)
+		}
 		t.Log("the old scan deadlocked beside a thread loading shared objects, as glibc's loader lock predicts")
 	}
 }
