@@ -473,10 +473,9 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 // when it ends. Writes and the delete are serialized, so a delete never
 // precedes the write it undoes. Never on the renewal path.
 type candidacy struct {
-	e        *Election
-	reg      *candidateRegistry
-	storeFor func() candidateStore
-	done     chan struct{} // closed once the record is deleted (or was never written)
+	e    *Election
+	reg  *candidateRegistry
+	done chan struct{} // closed once the record is deleted (or was never written)
 
 	startOnce sync.Once  // the first write (Election.recordCandidacy)
 	ops       sync.Mutex // one write or delete at a time
@@ -487,8 +486,8 @@ type candidacy struct {
 	rv        string // of our last write: the delete is conditional on it
 }
 
-func newCandidacy(e *Election, reg *candidateRegistry, storeFor func() candidateStore) *candidacy {
-	return &candidacy{e: e, reg: reg, storeFor: storeFor, done: make(chan struct{})}
+func newCandidacy(e *Election, reg *candidateRegistry) *candidacy {
+	return &candidacy{e: e, reg: reg, done: make(chan struct{})}
 }
 
 // put writes the record and schedules the next write, unless ended.
@@ -502,7 +501,7 @@ func (c *candidacy) put() {
 		return
 	}
 	e := c.e
-	store := c.storeFor()
+	store := e.candidateStore()
 	ctx, cancel := context.WithTimeout(withNS(context.Background(), e.key.Namespace), requestTimeout)
 	defer cancel()
 	rv, err := store.put(ctx, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()})
@@ -544,7 +543,7 @@ func (c *candidacy) end() {
 		e := c.e
 		ctx, cancel := context.WithTimeout(withNS(context.Background(), e.key.Namespace), requestTimeout)
 		defer cancel()
-		if err := c.storeFor().remove(ctx, e.key.Name, e.identity, rv); err != nil {
+		if err := e.candidateStore().remove(ctx, e.key.Name, e.identity, rv); err != nil {
 			logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
 		}
 	}()

@@ -116,7 +116,7 @@ func (e *Election) run() {
 	}
 	e.recordCandidacy() // elected: written after the acquisition, not beside it
 	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidateStore != nil && e.handOffHook != nil {
-		go e.yieldToNewer(e.candidateStore)
+		go e.yieldToNewer()
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.lost(reason)

@@ -363,7 +363,12 @@ func stoppedEvent(identity string, token int64, reason, releaseErr error) (event
 	default:
 		why = reason.Error()
 	}
-	return eventType, fmt.Sprintf("%s stopped leading: %s (fencing token %d)", identity, why, token)
+	return eventType, stoppedMessage(identity, why, token)
+}
+
+// stoppedMessage is the message of every Event that ends a term.
+func stoppedMessage(identity, why string, token int64) string {
+	return fmt.Sprintf("%s stopped leading: %s (fencing token %d)", identity, why, token)
 }
 
 // eventWarnings rate-limits the warnings about Events that could not be

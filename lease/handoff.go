@@ -9,8 +9,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -205,40 +203,26 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 // current one) after its target did not take the lease within waited, so
 // that anyone may take it now, and says what happened.
 func (e *Election) releaseHandOff(written *coordinationv1.Lease, to string, timeout, waited time.Duration) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
 	handed := recordOf(written)
-	l := written
-	for attempt := 0; attempt < 3; attempt++ {
-		next := l.DeepCopy()
-		now := e.clock.Now()
-		releaseSpec(next, now)
-		next.Annotations[HandOffFailedAnnotation] = to + " " + time.Now().UTC().Format(time.RFC3339Nano)
-		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		if err == nil {
-			e.obs.apply(got, got.ResourceVersion)
-			return fmt.Errorf("%w: %q did not take lease %s within %v (is it campaigning?); %w", ErrHandOffTimeout, to, e.key, waited, errReleasedInstead)
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, err)
-		}
-		cur, gerr := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
-		if gerr != nil && !apierrors.IsNotFound(gerr) {
-			return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, gerr)
-		}
-		r := recordOf(cur)
-		switch {
-		case r.handedOffTo(to) && r.token == handed.token:
-			l = cur // the same hand-off, rewritten (an annotation): release that
-			continue
-		case r.holder == to && r.incarnation != "" && r.token > handed.token:
-			return nil // taken at the last moment
-		default:
-			return fmt.Errorf("hand off lease %s to %q: the lease changed before the target took it (holder now %q); nothing to release",
-				e.key, to, clip(r.holder))
-		}
+	failed := to + " " + time.Now().UTC().Format(time.RFC3339Nano)
+	got, r, err := e.casWrite(written, timeout, "release after a hand-off to "+to,
+		func(l *coordinationv1.Lease, now time.Time) {
+			releaseSpec(l, now)
+			l.Annotations[HandOffFailedAnnotation] = failed
+		},
+		// The same hand-off, rewritten (an annotation): release that.
+		func(r record) bool { return r.handedOffTo(to) && r.token == handed.token })
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, err)
+	case got != nil:
+		return fmt.Errorf("%w: %q did not take lease %s within %v (is it campaigning?); %w", ErrHandOffTimeout, to, e.key, waited, errReleasedInstead)
+	case r.holder == to && r.incarnation != "" && r.token > handed.token:
+		return nil // taken at the last moment
+	default:
+		return fmt.Errorf("hand off lease %s to %q: the lease changed before the target took it (holder now %q); nothing to release",
+			e.key, to, clip(r.holder))
 	}
-	return fmt.Errorf("%w: %q did not take lease %s within %v; %w: kept conflicting", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed)
 }
 
 // handOffOnItsOwn is a hand-off the library decides (the preferred holder,
@@ -338,12 +322,12 @@ func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 // it (PolicyYieldToNewer). A preferred holder set by an operator wins: no
 // yielding while one is named. Its own goroutine; it ends with the
 // leadership.
-func (e *Election) yieldToNewer(store func() candidateStore) {
+func (e *Election) yieldToNewer() {
 	ctx, cancel := context.WithCancel(withNS(context.Background(), e.key.Namespace))
 	defer cancel()
 	retry := newBackoff(time.Second, 30*time.Second)
 	for !e.Ended() {
-		s := store()
+		s := e.candidateStore()
 		lctx, lcancel := context.WithTimeout(ctx, requestTimeout)
 		cs, err := s.list(lctx, e.key.Name)
 		lcancel()
@@ -426,5 +410,5 @@ func (e *Election) recordHandOff(to string, err error) {
 	if err != nil {
 		typ, why = corev1.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
-	e.events.record(e.key, uid, e.identity, typ, fmt.Sprintf("%s stopped leading: %s (fencing token %d)", e.identity, why, token))
+	e.events.record(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token))
 }

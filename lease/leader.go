@@ -271,37 +271,46 @@ func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) er
 // has already ended locally.
 func (e *Election) endTerm(held *coordinationv1.Lease, timeout time.Duration, what string,
 	spec func(*coordinationv1.Lease, time.Time)) (*coordinationv1.Lease, error) {
+	got, _, err := e.casWrite(held, timeout, what, spec, func(r record) bool { return r.heldBy(e.identity, e.incarnation) })
+	return got, err
+}
+
+// casWrite writes spec over l with a compare-and-swap. After a conflict (a
+// renewal in flight may have landed) it reads the Lease and writes over
+// that while stillOurs says it is still the record to replace. It returns
+// what it wrote, or nil and the record it found when there is nothing to
+// replace (the Lease gone, or changed by someone else).
+func (e *Election) casWrite(l *coordinationv1.Lease, timeout time.Duration, what string,
+	spec func(*coordinationv1.Lease, time.Time), stillOurs func(record) bool) (*coordinationv1.Lease, record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	l := held
 	for attempt := 0; attempt < 3; attempt++ {
 		next := l.DeepCopy()
 		spec(next, e.clock.Now())
 		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
 		if err == nil {
 			e.obs.apply(got, got.ResourceVersion)
-			return got, nil
+			return got, recordOf(got), nil
 		}
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			return nil, record{}, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
+			return nil, record{}, fmt.Errorf("%s lease %s: %w", what, e.key, err)
 		}
-		// A renewal in flight may have landed: end only what is still ours.
 		cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 		if err != nil {
 			if apierrors.IsNotFound(err) {
-				return nil, nil
+				return nil, record{}, nil
 			}
-			return nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
+			return nil, record{}, fmt.Errorf("%s lease %s: %w", what, e.key, err)
 		}
-		if !recordOf(cur).heldBy(e.identity, e.incarnation) {
-			return nil, nil
+		if r := recordOf(cur); !stillOurs(r) {
+			return nil, r, nil
 		}
 		l = cur
 	}
-	return nil, fmt.Errorf("%s lease %s: kept conflicting", what, e.key)
+	return nil, record{}, fmt.Errorf("%s lease %s: kept conflicting", what, e.key)
 }
 
 // casFailureReason reads the Lease to say why a renewal's test failed (the

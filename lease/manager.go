@@ -359,7 +359,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.opts = opts
 	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
 	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
-	e.candidacy = newCandidacy(e, &m.candidates, e.candidateStore)
+	e.candidacy = newCandidacy(e, &m.candidates)
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
