@@ -3,11 +3,8 @@
 package lease
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,8 +17,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
@@ -274,23 +269,11 @@ func TestLeadershipEvents(t *testing.T) {
 // deploy/rbac.yaml, for the lease named lease instead of metadata-master.
 func grantDeployedRole(t *testing.T, sa, lease string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "rbac.yaml"))
+	objs, err := testenv.Manifest("rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err == io.EOF {
-			t.Fatal("no Role in deploy/rbac.yaml")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, obj := range objs {
 		role, ok := obj.(*rbacv1.Role)
 		if !ok {
 			continue
@@ -306,16 +289,11 @@ func grantDeployedRole(t *testing.T, sa, lease string) {
 			}
 		}
 		role.ObjectMeta = metav1.ObjectMeta{Name: sa, Namespace: itNamespace}
-		ctx := context.Background()
-		if _, err := itAdmin.RbacV1().Roles(itNamespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		if _, err := itAdmin.RbacV1().Roles(itNamespace).Create(context.Background(), role, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: itNamespace},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
-			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: itNamespace}}}
-		if _, err := itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		bindRole(t, sa)
 		return
 	}
+	t.Fatal("no Role in deploy/rbac.yaml")
 }

@@ -20,7 +20,7 @@ import (
 func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	// Installed before any goroutine uses the fake (its reactor chain is not
 	// safe to change concurrently), armed below.
 	var armed atomic.Bool
@@ -37,7 +37,7 @@ func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	m := zzManager(t, client)
+	m := process(t, client)
 	e, err := m.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,8 @@ import (
 func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
-	a := zzManager(t, client)
+	enforceResourceVersions(client)
+	a := process(t, client)
 	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 	// client-go b takes the released lease the normal way; a candidate of
 	// this library also named b must not lead beside it.
 	eventually(t, 5*time.Second, "client-go b leads after the release", cgLeading.Load)
-	b2 := zzManager(t, client)
+	b2 := process(t, client)
 	eb2, err := b2.RunElection("ns", "l", "b", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)

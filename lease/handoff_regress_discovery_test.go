@@ -25,7 +25,7 @@ func TestHandOffRegressionRunElectionDoesNotWaitForDiscovery(t *testing.T) {
 		time.Sleep(2 * time.Second) // a slow or hung API server
 		return false, nil, nil
 	})
-	m := zzManager(t, client)
+	m := process(t, client)
 	start := time.Now()
 	if _, err := m.RunElection("ns", "l", "a", fastUnitTiming); err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	a := zzManager(t, client) // first: discovery fails once
+	a := process(t, client) // first: discovery fails once
 	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +62,7 @@ func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
 	if _, err := ea.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	b := zzManager(t, client) // discovery works: LeaseCandidates
+	b := process(t, client) // discovery works: LeaseCandidates
 	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
 		t.Fatal(err)
 	}

@@ -24,10 +24,10 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	t.Run("target took it at the deadline", func(t *testing.T) {
 		fc := fake.NewClientset()
-		zzEnforceRV(fc)
+		enforceResourceVersions(fc)
 		aReleasing := make(chan struct{})
 		var once sync.Once
-		client := zzHookUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
+		client := hookedUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
 			if l.Name != "l" || l.Spec.HolderIdentity == nil {
 				return
 			}
@@ -38,7 +38,7 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 				once.Do(func() { close(aReleasing); time.Sleep(200 * time.Millisecond) })
 			}
 		}}
-		a, b := zzManagerI(t, client), zzManagerI(t, client)
+		a, b := process(t, client), process(t, client)
 		ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 		if err != nil {
 			t.Fatal(err)
@@ -63,8 +63,8 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 	})
 	t.Run("lease annotated during the window", func(t *testing.T) {
 		fc := fake.NewClientset()
-		zzEnforceRV(fc)
-		a := zzManager(t, fc)
+		enforceResourceVersions(fc)
+		a := process(t, fc)
 		ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 		if err != nil {
 			t.Fatal(err)
@@ -81,7 +81,7 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 			l, err := fc.CoordinationV1().Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
 			return err == nil && recordOf(l).handedOffTo("ghost")
 		})
-		zzAnnotate(t, fc, "example.com/note", "maintenance")
+		annotateLease(t, fc, "example.com/note", "maintenance")
 		err = <-done
 		l, _ := fc.CoordinationV1().Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
 		r := recordOf(l)

@@ -20,12 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
-func zzManager(t *testing.T, client *fake.Clientset) *Manager {
+// process is a Manager on client (a process of its own), without Events,
+// shut down when the test ends.
+func process(t *testing.T, client kubernetes.Interface) *Manager {
 	t.Helper()
 	m := NewManager(clock.RealClock{})
 	m.SetClient(client)
@@ -34,8 +37,8 @@ func zzManager(t *testing.T, client *fake.Clientset) *Manager {
 	return m
 }
 
-// zzHost runs a host's usual loop: stand, wait for the end, stand again.
-type zzHost struct {
+// standingHost runs a host's usual loop: stand, wait for the end, stand again.
+type standingHost struct {
 	m    *Manager
 	id   string
 	opts ElectionOptions
@@ -46,7 +49,7 @@ type zzHost struct {
 	cur   *Election
 }
 
-func (h *zzHost) run(ctx context.Context) {
+func (h *standingHost) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		e, err := h.m.RunElectionWith("ns", "l", h.id, fastUnitTiming, h.opts)
 		if err != nil {
@@ -65,7 +68,7 @@ func (h *zzHost) run(ctx context.Context) {
 	}
 }
 
-func (h *zzHost) leads() bool {
+func (h *standingHost) leads() bool {
 	h.mu.Lock()
 	e := h.cur
 	h.mu.Unlock()
@@ -76,8 +79,8 @@ func (h *zzHost) leads() bool {
 	return ok
 }
 
-// zzAnnotate sets an annotation on the election Lease (kubectl annotate).
-func zzAnnotate(t *testing.T, client *fake.Clientset, key, value string) {
+// annotateLease sets an annotation on the election Lease (kubectl annotate).
+func annotateLease(t *testing.T, client *fake.Clientset, key, value string) {
 	t.Helper()
 	for i := 0; i < 50; i++ {
 		l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
@@ -96,12 +99,12 @@ func zzAnnotate(t *testing.T, client *fake.Clientset, key, value string) {
 	t.Fatal("could not annotate the lease")
 }
 
-// zzEnforceRV makes the fake API server treat Leases as a real one does:
+// enforceResourceVersions makes the fake API server treat Leases as a real one does:
 // every write gets a new resourceVersion, an update whose resourceVersion
 // is not the current one is a conflict, and a JSON patch whose test fails
 // is 422 Invalid. (The fake clientset enforces none of it: without this,
 // unit tests never exercise the library's compare-and-swaps.)
-func zzEnforceRV(client *fake.Clientset) {
+func enforceResourceVersions(client *fake.Clientset) {
 	var mu sync.Mutex
 	var rv int64 = 1000
 	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")

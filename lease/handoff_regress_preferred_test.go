@@ -13,8 +13,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// zzAvailability samples, every 5 ms for d, whether any host leads.
-func zzAvailability(d time.Duration, hosts ...*zzHost) float64 {
+// leaderAvailability samples, every 5 ms for d, whether any host leads.
+func leaderAvailability(d time.Duration, hosts ...*standingHost) float64 {
 	n, up := 0, 0
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 		n++
@@ -28,7 +28,7 @@ func zzAvailability(d time.Duration, hosts ...*zzHost) float64 {
 	return float64(up) / float64(n)
 }
 
-func zzHandOffs(ms ...*Manager) int64 {
+func handOffCount(ms ...*Manager) int64 {
 	var n int64
 	for _, m := range ms {
 		for _, s := range m.Stats() {
@@ -51,23 +51,23 @@ func zzHandOffs(ms ...*Manager) int64 {
 func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &zzHost{m: zzManager(t, client), id: "a"}
-	b := &zzHost{m: zzManager(t, client), id: "b"}
+	a := &standingHost{m: process(t, client), id: "a"}
+	b := &standingHost{m: process(t, client), id: "b"}
 	go a.run(ctx)
 	time.Sleep(200 * time.Millisecond)
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	before := zzAvailability(time.Second, a, b)
+	before := leaderAvailability(time.Second, a, b)
 	if _, err := (leaseRecords{client}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	zzAnnotate(t, client, PreferredHolderAnnotation, "ghost")
-	after := zzAvailability(6*time.Second, a, b)
+	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
+	after := leaderAvailability(6*time.Second, a, b)
 	t.Logf("leader availability: %.0f%% before the annotation, %.0f%% after (lease %v); hand-offs: %d",
-		100*before, 100*after, fastUnitTiming.LeaseDuration, zzHandOffs(a.m, b.m))
+		100*before, 100*after, fastUnitTiming.LeaseDuration, handOffCount(a.m, b.m))
 	if !(after > 0.5) {
 		t.Fatal("regression (review 2)")
 	}
@@ -80,17 +80,17 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 func TestHandOffRegressionPreferredHolderStopsYielding(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := &zzHost{m: zzManager(t, client), id: "p", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer}}
-	n := &zzHost{m: zzManager(t, client), id: "n", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "2.0.0", Policy: PolicyYieldToNewer}}
+	p := &standingHost{m: process(t, client), id: "p", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer}}
+	n := &standingHost{m: process(t, client), id: "n", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "2.0.0", Policy: PolicyYieldToNewer}}
 	go p.run(ctx)
 	eventually(t, 5*time.Second, "p leads", p.leads)
-	zzAnnotate(t, client, PreferredHolderAnnotation, "p")
+	annotateLease(t, client, PreferredHolderAnnotation, "p")
 	go n.run(ctx)
 	time.Sleep(4 * time.Second)
-	got := zzHandOffs(p.m, n.m)
+	got := handOffCount(p.m, n.m)
 	t.Logf("hand-offs in ~4 s: %d", got)
 	if !(got < 6) {
 		t.Fatal("regression (review 2)")
@@ -105,7 +105,7 @@ func TestHandOffRegressionPreferredHolderStopsYielding(t *testing.T) {
 func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		if name := a.(k8stesting.GetAction).GetName(); strings.Contains(name, "-candidate-") {
 			return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), name, errors.New("RBAC: not in resourceNames"))
@@ -114,16 +114,16 @@ func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a := &zzHost{m: zzManager(t, client), id: "metadata-master-0"}
-	b := &zzHost{m: zzManager(t, client), id: "metadata-master-1"}
+	a := &standingHost{m: process(t, client), id: "metadata-master-0"}
+	b := &standingHost{m: process(t, client), id: "metadata-master-1"}
 	go a.run(ctx)
 	time.Sleep(200 * time.Millisecond)
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	zzAnnotate(t, client, PreferredHolderAnnotation, "metadata-master-O") // letter O: a typo
-	after := zzAvailability(6*time.Second, a, b)
+	annotateLease(t, client, PreferredHolderAnnotation, "metadata-master-O") // letter O: a typo
+	after := leaderAvailability(6*time.Second, a, b)
 	t.Logf("leader availability with preferred holder %q (no such replica): %.0f%%; hand-offs: %d",
-		"metadata-master-O", 100*after, zzHandOffs(a.m, b.m))
+		"metadata-master-O", 100*after, handOffCount(a.m, b.m))
 	if !(after > 0.5) {
 		t.Fatal("regression (review 2)")
 	}
@@ -137,12 +137,12 @@ func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	opts := ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer | PolicyHandOffOnCancel}
-	a := &zzHost{m: zzManager(t, client), id: "a", opts: opts}
-	b := &zzHost{m: zzManager(t, client), id: "b", opts: opts}
+	a := &standingHost{m: process(t, client), id: "a", opts: opts}
+	b := &standingHost{m: process(t, client), id: "b", opts: opts}
 	go a.run(ctx)
 	time.Sleep(200 * time.Millisecond)
 	go b.run(ctx)
@@ -150,9 +150,9 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	if _, err := (leaseRecords{client}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	after := zzAvailability(6*time.Second, a, b)
+	after := leaderAvailability(6*time.Second, a, b)
 	t.Logf("leader availability while a crash-looping 2.0.0 replica's record is live: %.0f%%; hand-offs: %d",
-		100*after, zzHandOffs(a.m, b.m))
+		100*after, handOffCount(a.m, b.m))
 	if !(after > 0.5) {
 		t.Fatal("regression (review 2)")
 	}

@@ -9,40 +9,38 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/utils/clock"
 )
 
-// zzSlowDeletes delays candidate-record deletes by d on the client side
+// slowDeletes delays candidate-record deletes by d on the client side
 // (a round trip), outside the fake's global lock, and notes when each
 // landed.
-type zzSlowDeletes struct {
+type slowDeletes struct {
 	*fake.Clientset
 	d      time.Duration
 	landed *atomic.Int64
 }
 
-func (c zzSlowDeletes) CoordinationV1() coordclient.CoordinationV1Interface {
-	return zzSlowCoord{c.Clientset.CoordinationV1(), c}
+func (c slowDeletes) CoordinationV1() coordclient.CoordinationV1Interface {
+	return slowDeletesCoord{c.Clientset.CoordinationV1(), c}
 }
 
-type zzSlowCoord struct {
+type slowDeletesCoord struct {
 	coordclient.CoordinationV1Interface
-	c zzSlowDeletes
+	c slowDeletes
 }
 
-func (s zzSlowCoord) Leases(ns string) coordclient.LeaseInterface {
-	return zzSlowLeases{s.CoordinationV1Interface.Leases(ns), s.c}
+func (s slowDeletesCoord) Leases(ns string) coordclient.LeaseInterface {
+	return slowDeletesLeases{s.CoordinationV1Interface.Leases(ns), s.c}
 }
 
-type zzSlowLeases struct {
+type slowDeletesLeases struct {
 	coordclient.LeaseInterface
-	c zzSlowDeletes
+	c slowDeletes
 }
 
-func (l zzSlowLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+func (l slowDeletesLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	if strings.Contains(name, "-candidate-") {
 		time.Sleep(l.c.d)
 	}
@@ -51,15 +49,6 @@ func (l zzSlowLeases) Delete(ctx context.Context, name string, opts metav1.Delet
 		l.c.landed.Store(time.Now().UnixNano())
 	}
 	return err
-}
-
-func zzManagerI(t *testing.T, client kubernetes.Interface) *Manager {
-	t.Helper()
-	m := NewManager(clock.RealClock{})
-	m.SetClient(client)
-	m.SetEvents(false)
-	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
-	return m
 }
 
 // An election's record is deleted by name (lease, identity) on its own
@@ -73,9 +62,9 @@ func zzManagerI(t *testing.T, client kubernetes.Interface) *Manager {
 func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
-	zzEnforceRV(fc)
-	client := zzSlowDeletes{Clientset: fc, d: 100 * time.Millisecond}
-	x, am := zzManagerI(t, client), zzManagerI(t, client)
+	enforceResourceVersions(fc)
+	client := slowDeletes{Clientset: fc, d: 100 * time.Millisecond}
+	x, am := process(t, client), process(t, client)
 	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +107,8 @@ func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 func TestHandOffRegressionShutdownWaitsForTheRecordDelete(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	var landed atomic.Int64
-	client := zzSlowDeletes{Clientset: fake.NewClientset(), d: 200 * time.Millisecond, landed: &landed}
-	m := zzManagerI(t, client)
+	client := slowDeletes{Clientset: fake.NewClientset(), d: 200 * time.Millisecond, landed: &landed}
+	m := process(t, client)
 	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)

@@ -13,32 +13,32 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// zzHookUpdates runs before(l) ahead of every Lease update, outside the
+// hookedUpdates runs before(l) ahead of every Lease update, outside the
 // fake's global lock.
-type zzHookUpdates struct {
+type hookedUpdates struct {
 	*fake.Clientset
 	before func(*coordinationv1.Lease)
 }
 
-func (c zzHookUpdates) CoordinationV1() coordclient.CoordinationV1Interface {
-	return zzHookCoord{c.Clientset.CoordinationV1(), c.before}
+func (c hookedUpdates) CoordinationV1() coordclient.CoordinationV1Interface {
+	return hookedCoord{c.Clientset.CoordinationV1(), c.before}
 }
 
-type zzHookCoord struct {
+type hookedCoord struct {
 	coordclient.CoordinationV1Interface
 	before func(*coordinationv1.Lease)
 }
 
-func (s zzHookCoord) Leases(ns string) coordclient.LeaseInterface {
-	return zzHookLeases{s.CoordinationV1Interface.Leases(ns), s.before}
+func (s hookedCoord) Leases(ns string) coordclient.LeaseInterface {
+	return hookedLeases{s.CoordinationV1Interface.Leases(ns), s.before}
 }
 
-type zzHookLeases struct {
+type hookedLeases struct {
 	coordclient.LeaseInterface
 	before func(*coordinationv1.Lease)
 }
 
-func (l zzHookLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+func (l hookedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	l.before(lease)
 	return l.LeaseInterface.Update(ctx, lease, opts)
 }
@@ -54,12 +54,12 @@ func (l zzHookLeases) Update(ctx context.Context, lease *coordinationv1.Lease, o
 func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
-	zzEnforceRV(fc)
+	enforceResourceVersions(fc)
 	var block atomic.Bool
 	block.Store(true)
 	writing := make(chan struct{}, 1)
 	release := make(chan struct{})
-	client := zzHookUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
+	client := hookedUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
 		if l.Name == "l" && l.Annotations[HandOffAnnotation] != "" && block.CompareAndSwap(true, false) {
 			writing <- struct{}{}
 			<-release
@@ -68,7 +68,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	a := NewManager(clock.RealClock{})
 	a.SetClient(client)
 	a.SetEvents(true)
-	b := zzManagerI(t, client)
+	b := process(t, client)
 	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 		cs, err := a.Candidates("ns", "l")
 		return err == nil && len(cs) == 2
 	})
-	zzAnnotate(t, fc, PreferredHolderAnnotation, "b")
+	annotateLease(t, fc, PreferredHolderAnnotation, "b")
 	select {
 	case <-writing:
 	case <-time.After(5 * time.Second):

@@ -14,41 +14,41 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
-// zzLatency delays Lease writes before (request) and after (response) they
+// withLatency delays Lease writes before (request) and after (response) they
 // land, up to max each.
-type zzLatency struct {
+type withLatency struct {
 	*fake.Clientset
 	max time.Duration
 }
 
-func (c zzLatency) CoordinationV1() coordclient.CoordinationV1Interface {
-	return zzLatCoord{c.Clientset.CoordinationV1(), c.max}
+func (c withLatency) CoordinationV1() coordclient.CoordinationV1Interface {
+	return latencyCoord{c.Clientset.CoordinationV1(), c.max}
 }
 
-type zzLatCoord struct {
+type latencyCoord struct {
 	coordclient.CoordinationV1Interface
 	max time.Duration
 }
 
-func (s zzLatCoord) Leases(ns string) coordclient.LeaseInterface {
-	return zzLatLeases{s.CoordinationV1Interface.Leases(ns), s.max}
+func (s latencyCoord) Leases(ns string) coordclient.LeaseInterface {
+	return latencyLeases{s.CoordinationV1Interface.Leases(ns), s.max}
 }
 
-type zzLatLeases struct {
+type latencyLeases struct {
 	coordclient.LeaseInterface
 	max time.Duration
 }
 
-func (l zzLatLeases) nap() { time.Sleep(rand.N(l.max)) }
+func (l latencyLeases) nap() { time.Sleep(rand.N(l.max)) }
 
-func (l zzLatLeases) Update(ctx context.Context, x *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+func (l latencyLeases) Update(ctx context.Context, x *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
 	l.nap()
 	r, err := l.LeaseInterface.Update(ctx, x, o)
 	l.nap()
 	return r, err
 }
 
-func (l zzLatLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+func (l latencyLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, o metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
 	l.nap()
 	r, err := l.LeaseInterface.Patch(ctx, name, pt, data, o, sub...)
 	l.nap()
@@ -62,13 +62,13 @@ func (l zzLatLeases) Patch(ctx context.Context, name string, pt types.PatchType,
 func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
-	zzEnforceRV(fc)
-	client := zzLatency{Clientset: fc, max: 40 * time.Millisecond}
+	enforceResourceVersions(fc)
+	client := withLatency{Clientset: fc, max: 40 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var hosts []*zzHost
+	var hosts []*standingHost
 	for _, id := range []string{"a", "b", "c"} {
-		h := &zzHost{m: zzManagerI(t, client), id: id, delay: 150 * time.Millisecond}
+		h := &standingHost{m: process(t, client), id: id, delay: 150 * time.Millisecond}
 		hosts = append(hosts, h)
 		go h.run(ctx)
 	}
@@ -106,7 +106,7 @@ func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 	}()
 	handed, failed := 0, 0
 	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
-		var leader *zzHost
+		var leader *standingHost
 		for _, h := range hosts {
 			if h.leads() {
 				leader = h
@@ -122,7 +122,7 @@ func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 		}
 		if err := leader.m.HandOff("ns", "l", to.id, time.Second); err != nil {
 			failed++
-			if !errors.Is(err, errTargetNotSeen) { // the record race (see zz_review2_records_test.go)
+			if !errors.Is(err, errTargetNotSeen) { // the record race (see TestHandOffRegressionRecordSurvivesStandingAgain)
 				t.Logf("HandOff %s -> %s: %v", leader.id, to.id, err)
 			}
 		} else {

@@ -19,8 +19,8 @@ import (
 func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
-	a, b := zzManager(t, client), zzManager(t, client)
+	enforceResourceVersions(client)
+	a, b := process(t, client), process(t, client)
 	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +35,7 @@ func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
 		cs, err := a.Candidates("ns", "l")
 		return err == nil && len(cs) == 2
 	})
-	zzAnnotate(t, client, PreferredHolderAnnotation, "b")
+	annotateLease(t, client, PreferredHolderAnnotation, "b")
 	<-ea.ended
 	byName, byID := a.Election("ns", "l"), a.ElectionID("ns", "l", ea.ID())
 	t.Logf("the election's own WaitLost: %v; found later by name: %v, by id: %v (capi WaitLost[Id] then returns 0)",

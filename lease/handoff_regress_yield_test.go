@@ -20,7 +20,7 @@ import (
 func TestHandOffRegressionYieldRetriesAfterARefusal(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
-	zzEnforceRV(client)
+	enforceResourceVersions(client)
 	var refused atomic.Int32
 	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == candidateRecordName("l", "n") && refused.Add(1) == 1 {
@@ -28,7 +28,7 @@ func TestHandOffRegressionYieldRetriesAfterARefusal(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	a := zzManager(t, client)
+	a := process(t, client)
 	ea, err := a.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer})
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestHandOffRegressionYieldRetriesAfterARefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	n := zzManager(t, client)
+	n := process(t, client)
 	en, err := n.RunElectionWith("ns", "l", "n", fastUnitTiming, ElectionOptions{Version: "2.0.0"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,12 +3,9 @@
 package lease
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
@@ -32,7 +27,7 @@ import (
 // (validated only, with dryRun).
 func applyManifest(t *testing.T, file string, dryRun bool) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", file))
+	objs, err := testenv.Manifest(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,19 +36,7 @@ func applyManifest(t *testing.T, file string, dryRun bool) {
 	if dryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decode %q: %v", doc, err)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			_, err = itAdmin.CoreV1().ServiceAccounts(itNamespace).Create(ctx, o, opts)
@@ -344,10 +327,16 @@ func grantLeases(t *testing.T, sa string) {
 	if _, err := itAdmin.RbacV1().Roles(itNamespace).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	bindRole(t, sa)
+}
+
+// bindRole binds the Role named sa to the ServiceAccount sa.
+func bindRole(t *testing.T, sa string) {
+	t.Helper()
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: itNamespace},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: sa},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: itNamespace}}}
-	if _, err := itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+	if _, err := itAdmin.RbacV1().RoleBindings(itNamespace).Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

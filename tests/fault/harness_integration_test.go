@@ -5,6 +5,7 @@ package fault
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -123,15 +124,22 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	cmd := exec.Command(candidate, args...)
 	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)
 	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
+	s.launch(p, p.stderr)
+	return p
+}
+
+// launch starts p's command with its stderr going to stderr, and counts p
+// among the scenario's candidates.
+func (s *scenario) launch(p *proc, stderr io.Writer) {
+	s.t.Helper()
+	p.cmd.Stderr = stderr
+	if err := p.cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}
-	go func() { p.status = cmd.Wait(); close(p.done) }()
+	go func() { p.status = p.cmd.Wait(); close(p.done) }()
 	s.mu.Lock()
 	s.cands = append(s.cands, p)
 	s.mu.Unlock()
-	return p
 }
 
 // sigkill kills p and logs the kill once it is reaped: its leadership, if

@@ -3,7 +3,6 @@
 package fault
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -22,9 +21,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"github.com/k8s-lease/k8s-lease/internal/history"
@@ -320,14 +317,7 @@ func (s *scenario) startCommand(id string, cmd *exec.Cmd) *proc {
 	s.t.Helper()
 	p := &proc{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	lines := &timedLines{to: p.stderr}
-	cmd.Stderr = lines
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	go func() { p.status = cmd.Wait(); close(p.done) }()
-	s.mu.Lock()
-	s.cands = append(s.cands, p)
-	s.mu.Unlock()
+	s.launch(p, lines)
 	timedMu.Lock()
 	timed[p] = lines
 	timedMu.Unlock()
@@ -491,24 +481,12 @@ func whoami(token string) (string, error) {
 // and the one Lease name the Role grants.
 func applyRBACManifest(t *testing.T, admin kubernetes.Interface) (sa, leaseName string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "rbac.yaml"))
+	objs, err := testenv.Manifest("rbac.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := reader.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			t.Fatalf("decode %q: %v", doc, err)
-		}
+	for _, obj := range objs {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			sa = o.Name
