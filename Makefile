@@ -22,7 +22,7 @@ SONAME_FLAGS := -extldflags=-Wl,-soname,libk8s_lease_wrapper.so
 GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(BUILD)/*') go.mod go.sum
 # What the library is built from: a change elsewhere does not rebuild it.
 # (capi/callbacks.c includes include/k8s_lease.h, for its typedefs.)
-LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard capi/*.go lease/*.go)) \
+LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard capi/*.go lease/*.go lease/kubeapi/*.go)) \
   $(wildcard capi/*.c capi/*.h internal/runtimecheck/*.go internal/runtimecheck/*.c internal/runtimecheck/*.h) \
   include/k8s_lease.h go.mod go.sum
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
@@ -61,6 +61,7 @@ vet: check-deps tidy-check
 	  if [ -n "$$unformatted" ]; then echo "not gofmt'd: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./...
+	$(GO) vet -tags k8s_lease_panic_inject ./lease
 
 # Our first user's build runs `go mod tidy` before building: it must find
 # nothing to change.
@@ -89,11 +90,16 @@ header-check: $(LIB)
 	  $$(grep -l '^import "C"' $$(ls *.go | grep -v '_test\.go$$'))
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_CHECK_CAPI -I$(CAPI_HEADER_DIR) -Icapi -fsyntax-only tests/header/generated_header.c
 
-# envtest (controller-runtime) and the Prometheus parser are for tests only:
-# they must never be linked into the shared library.
+# envtest (controller-runtime) and the Prometheus parser are for tests only,
+# and client-go's typed clientset (its scheme registers every API group),
+# core/v1 and tools/record (strategic merge patch, OpenAPI, protobuf
+# reflection) are what package lease/kubeapi exists to avoid: none of them
+# may be linked into the shared library (it was 31 MB with them, 13 MB
+# without).
+LIB_FORBIDDEN_DEPS := ^(sigs.k8s.io/controller-runtime|github.com/prometheus/common|k8s.io/client-go/kubernetes|k8s.io/api/core/v1$$|k8s.io/client-go/tools/record|github.com/google/gnostic-models|google.golang.org/protobuf|k8s.io/client-go/gentype|k8s.io/client-go/testing)
 check-deps:
-	@linked=$$($(GO) list -deps k8s_lease_wrapper.go | grep -E '^(sigs.k8s.io/controller-runtime|github.com/prometheus/common)' || true); \
-	  if [ -n "$$linked" ]; then echo "test-only packages linked into the library: $$linked" >&2; exit 1; fi
+	@linked=$$($(GO) list -deps k8s_lease_wrapper.go | grep -E '$(LIB_FORBIDDEN_DEPS)' || true); \
+	  if [ -n "$$linked" ]; then echo "packages the library must not link:" $$linked >&2; exit 1; fi
 
 # Go unit tests, the injected-panic tests, and a short run of every fuzz
 # target (`make fuzz FUZZTIME=10m` explores longer; the corpus lives in
@@ -171,15 +177,27 @@ $(BUILD)/bin/abi-bench: tests/bench/abi_bench.c $(LIB)
 $(BUILD)/bin/lease-bench: $(GO_SOURCES)
 	$(GO) build -trimpath -o $@ ./cmd/lease-bench
 
+$(BUILD)/bin/clientgo-scale: $(GO_SOURCES)
+	$(GO) build -trimpath -o $@ ./cmd/lease-bench/clientgoscale
+
+$(BUILD)/bin/scale-child: tests/bench/scale_child.c $(LIB)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -I$(BUILD) -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
+
+$(BUILD)/bin/load-time: tests/bench/load_time.c
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -ldl
+
 # The replica program of the fault suite, for the user-pattern table.
 $(BUILD)/bin/lease-candidate: tests/cpp/lease_candidate.cpp include/k8s_lease.h $(LIB)
 	$(CXX) -std=c++17 -O2 -pthread -Iinclude -o $@ $< -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
 
 # BENCH_FLAGS=-only=user runs one section (see lease-bench -h).
-bench: $(LIB) $(ENVTEST_SERVER) $(BUILD)/bin/abi-bench $(BUILD)/bin/lease-bench $(BUILD)/bin/lease-candidate
+BENCH_PROGRAMS := $(BUILD)/bin/abi-bench $(BUILD)/bin/lease-bench $(BUILD)/bin/lease-candidate \
+	$(BUILD)/bin/clientgo-scale $(BUILD)/bin/scale-child $(BUILD)/bin/load-time
+bench: $(LIB) $(ENVTEST_SERVER) $(BENCH_PROGRAMS)
 	@$(with_assets) export ENVTEST_SERVER=$(abspath $(ENVTEST_SERVER)); \
 	  $(BUILD)/bin/lease-bench -json $(BUILD)/bench.json -abi-bench $(BUILD)/bin/abi-bench \
-	    -candidate $(BUILD)/bin/lease-candidate -lib $(LIB) $(BENCH_FLAGS)
+	    -candidate $(BUILD)/bin/lease-candidate -lib $(LIB) -load-time $(BUILD)/bin/load-time \
+	    -scale-child $(BUILD)/bin/scale-child -clientgo-scale $(BUILD)/bin/clientgo-scale $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -491,8 +491,10 @@ int K8sLeaseStats(char** statsJson, char** errMsg);
  *   k8s_lease_conflicts_total; per lease followed by an election or watch:
  *   k8s_lease_watch_restarts_total; process-wide:
  *   k8s_lease_api_requests_total{verb,resource,code} (code "409" counts
- *     conflicts, "error" requests that got no answer) and
- *   k8s_lease_log_lines_dropped_total.
+ *     conflicts, "error" requests that got no answer),
+ *   k8s_lease_log_lines_dropped_total and k8s_lease_goroutines (the
+ *     library's goroutines: one per election or followed lease, plus a
+ *     few).
  * Labels never hold an identity; the name label's values are the leases the
  * process used. Counters are cumulative over the process's life.
  * Returns 0, or -1 (text NULL).

@@ -18,7 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // Candidates describe themselves: every election registers a record of its
@@ -212,12 +213,12 @@ func candidateOfValue(lease string) string {
 }
 
 // leaseRecords keeps candidate records as coordination.k8s.io/v1 Leases.
-type leaseRecords struct{ client kubernetes.Interface }
+type leaseRecords struct{ client kubeapi.Client }
 
 func (leaseRecords) kind() string { return "Lease" }
 
 func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) (string, error) {
-	leases := s.client.CoordinationV1().Leases(nsOf(ctx))
+	leases := s.client.Leases(nsOf(ctx))
 	name := candidateRecordName(lease, c.Identity)
 	holder, seconds, renew := c.Identity, int32(candidateTTL/time.Second), metav1.NewMicroTime(c.RenewTime)
 	want := func(l *coordinationv1.Lease) {
@@ -251,7 +252,7 @@ func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) (strin
 }
 
 func (s leaseRecords) remove(ctx context.Context, lease, identity, rv string) error {
-	err := s.client.CoordinationV1().Leases(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
+	err := s.client.Leases(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
 		deleteIfAt(rv))
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil // gone, or rewritten by a later candidacy: not ours to delete
@@ -260,11 +261,11 @@ func (s leaseRecords) remove(ctx context.Context, lease, identity, rv string) er
 }
 
 func (s leaseRecords) watch(ctx context.Context, lease string) (watch.Interface, error) {
-	return s.client.CoordinationV1().Leases(nsOf(ctx)).Watch(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
+	return s.client.Leases(nsOf(ctx)).Watch(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
 }
 
 func (s leaseRecords) list(ctx context.Context, lease string) ([]Candidate, error) {
-	l, err := s.client.CoordinationV1().Leases(nsOf(ctx)).List(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
+	l, err := s.client.Leases(nsOf(ctx)).List(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +279,7 @@ func (s leaseRecords) list(ctx context.Context, lease string) ([]Candidate, erro
 }
 
 func (s leaseRecords) get(ctx context.Context, lease, identity string) (Candidate, bool, error) {
-	r, err := s.client.CoordinationV1().Leases(nsOf(ctx)).Get(ctx, candidateRecordName(lease, identity), metav1.GetOptions{})
+	r, err := s.client.Leases(nsOf(ctx)).Get(ctx, candidateRecordName(lease, identity), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Candidate{}, false, nil
 	}
@@ -308,14 +309,14 @@ func candidateOfLease(r *coordinationv1.Lease, lease string) (Candidate, bool) {
 // binaryVersion must be semantic: a candidate that declared none is
 // recorded as 0.0.0; the identity is kept in an annotation (the name is
 // derived from it).
-type leaseCandidates struct{ client kubernetes.Interface }
+type leaseCandidates struct{ client kubeapi.Client }
 
 const candidateIdentityAnnotation = "k8s-lease.io/candidate-identity"
 
 func (leaseCandidates) kind() string { return "LeaseCandidate" }
 
 func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) (string, error) {
-	api := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx))
+	api := s.client.LeaseCandidates(nsOf(ctx))
 	name := candidateRecordName(lease, c.Identity)
 	bin := "0.0.0"
 	if v, err := version.ParseSemantic(c.Version); err == nil {
@@ -354,7 +355,7 @@ func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) (st
 }
 
 func (s leaseCandidates) remove(ctx context.Context, lease, identity, rv string) error {
-	err := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
+	err := s.client.LeaseCandidates(nsOf(ctx)).Delete(ctx, candidateRecordName(lease, identity),
 		deleteIfAt(rv))
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		return nil
@@ -363,11 +364,11 @@ func (s leaseCandidates) remove(ctx context.Context, lease, identity, rv string)
 }
 
 func (s leaseCandidates) watch(ctx context.Context, lease string) (watch.Interface, error) {
-	return s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).Watch(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
+	return s.client.LeaseCandidates(nsOf(ctx)).Watch(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
 }
 
 func (s leaseCandidates) list(ctx context.Context, lease string) ([]Candidate, error) {
-	l, err := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).List(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
+	l, err := s.client.LeaseCandidates(nsOf(ctx)).List(ctx, metav1.ListOptions{LabelSelector: CandidateOfLabel + "=" + candidateOfValue(lease)})
 	if err != nil {
 		return nil, err
 	}
@@ -381,7 +382,7 @@ func (s leaseCandidates) list(ctx context.Context, lease string) ([]Candidate, e
 }
 
 func (s leaseCandidates) get(ctx context.Context, lease, identity string) (Candidate, bool, error) {
-	r, err := s.client.CoordinationV1beta1().LeaseCandidates(nsOf(ctx)).Get(ctx, candidateRecordName(lease, identity), metav1.GetOptions{})
+	r, err := s.client.LeaseCandidates(nsOf(ctx)).Get(ctx, candidateRecordName(lease, identity), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Candidate{}, false, nil
 	}
@@ -426,18 +427,20 @@ type candidateRegistry struct {
 	warned map[Key]bool // a record that could not be written was reported
 }
 
-func (r *candidateRegistry) storeFor(client kubernetes.Interface) candidateStore {
+func (r *candidateRegistry) storeFor(client kubeapi.Client) candidateStore {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.store != nil {
 		return r.store
 	}
 	var store candidateStore = leaseRecords{client}
-	list, err := client.Discovery().ServerResourcesForGroupVersion(coordinationv1beta1.SchemeGroupVersion.String())
+	ctx, cancel := requestContext()
+	defer cancel()
+	served, err := client.ServedResources(ctx, coordinationv1beta1.SchemeGroupVersion.String())
 	switch {
 	case err == nil:
-		for _, res := range list.APIResources {
-			if res.Name == "leasecandidates" {
+		for _, res := range served {
+			if res == "leasecandidates" {
 				store = leaseCandidates{client}
 			}
 		}

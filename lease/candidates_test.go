@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 func TestCompareVersions(t *testing.T) {
@@ -112,7 +114,7 @@ func candidates(t *testing.T, opts map[string]ElectionOptions, ids ...string) (m
 	ms, es := map[string]*Manager{}, map[string]*Election{}
 	for i, id := range ids {
 		m := NewManager(clock.RealClock{})
-		m.SetClient(client)
+		m.SetClient(clientsetapi.Wrap(client))
 		m.SetEvents(false)
 		t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
 		e, err := m.RunElectionWith("ns", "l", id, fastUnitTiming, opts[id])
@@ -161,7 +163,7 @@ func TestPolicyYieldToNewer(t *testing.T) {
 		t.Fatal("a does not lead")
 	}
 	m := NewManager(clock.RealClock{})
-	m.SetClient(client)
+	m.SetClient(clientsetapi.Wrap(client))
 	m.SetEvents(false)
 	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
 	newer, err := m.RunElectionWith("ns", "l", "n", fastUnitTiming, ElectionOptions{Version: "1.1.0"})

@@ -8,10 +8,11 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // Version is the library version, reported in the user agent.
@@ -47,10 +48,10 @@ func describeKubeconfig(rules *clientcmd.ClientConfigLoadingRules) string {
 	return fmt.Sprintf("(%s)", rules.GetDefaultFilename())
 }
 
-// NewClient builds the clientset the library uses. Client-side rate limiting
+// NewClient builds the client the library uses (package kubeapi). Client-side rate limiting
 // is off: renewals must never wait behind a token bucket, and the API
 // server's own priority and fairness protects it.
-func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
+func NewClient(cfg *rest.Config) (kubeapi.Client, error) {
 	if cfg == nil {
 		return nil, errors.New("nil rest config")
 	}
@@ -60,7 +61,7 @@ func NewClient(cfg *rest.Config) (kubernetes.Interface, error) {
 	cfg.RateLimiter = nil
 	rereadTokenOn401(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} })
-	return kubernetes.NewForConfig(cfg)
+	return kubeapi.New(cfg)
 }
 
 // rereadTokenOn401 makes a token file (the in-cluster ServiceAccount token,

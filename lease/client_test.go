@@ -53,7 +53,7 @@ func TestTokenFileRereadAfter401(t *testing.T) {
 		t.Fatal(err)
 	}
 	get := func() error {
-		_, err := c.CoordinationV1().Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
+		_, err := c.Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
 		return err
 	}
 	for _, step := range []struct {
@@ -87,7 +87,7 @@ func TestTokenFileFallsBackToStaticToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.CoordinationV1().Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
+	_, err = c.Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
 	got := "<no request reached the server>"
 	if p := auth.Load(); p != nil {
 		got = *p

@@ -12,8 +12,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 type phase int
@@ -37,7 +38,7 @@ type Election struct {
 	identity    string
 	incarnation string
 	timing      Timing
-	leases      coordclient.LeaseInterface
+	leases      kubeapi.Leases
 	obs         *observer
 	clock       clock.Clock
 	onEnd       func() (stillUsed bool) // releases the observer; called once, when the run ends
@@ -77,7 +78,7 @@ func newIncarnation() string {
 	return hex.EncodeToString(b)
 }
 
-func newElection(key Key, identity string, t Timing, leases coordclient.LeaseInterface, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func() bool) *Election {
+func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func() bool) *Election {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,

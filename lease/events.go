@@ -10,14 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	krecord "k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // Kubernetes Events on leadership changes, on the Lease itself, so that
@@ -26,15 +23,27 @@ import (
 // became leader", "<id> stopped leading") so that tools and people reading
 // events of client-go leaders read ours the same way.
 //
-// Events are best effort and kept off the election path: they go through
-// client-go's EventBroadcaster (a queue, the spam filter and the
-// aggregation every Kubernetes component uses), whose recording never
-// blocks: Event hands the Event to a queue of 1000 (watch.Broadcaster's
-// ActionOrDrop, which drops it with a log line when that is full), whence it
-// moves to the sink's queue of 1000 (dropped silently when full). Nothing
-// here is called with a library lock held. A failing events API (403
-// without the RBAC, a slow or unreachable API server) costs a warning log,
-// rate-limited, and nothing else.
+// Events are best effort and kept off the election path. Recording never
+// blocks: the Event goes to the Manager's queue of eventQueueSize (dropped,
+// with a rate-limited warning, when that is full), whence one goroutine
+// writes them in order, each request bounded by the library's request
+// timeout. As client-go's recorder does, a spam filter keeps a flapping
+// election from flooding the API server (eventSpamBurst Events per lease,
+// identity and type, then one per eventSpamRefill), and a write that failed
+// without an answer from the API server is tried again (eventTries in
+// all); one the API server refused is not. Unlike client-go's recorder,
+// Events are not aggregated (client-go combines similar ones, from the
+// 10th in 10 minutes, into one "(combined from similar events)" Event whose
+// count it patches): each change of leadership stays an Event of its own,
+// the spam filter alone bounds a flapping election, and the RBAC needs
+// create only. Nothing here is called
+// with a library lock held. A failing events API (403 without the RBAC, a
+// slow or unreachable API server) costs a warning log, rate-limited, and
+// nothing else.
+//
+// The Events are written as JSON through package kubeapi: client-go's
+// tools/record would link core/v1, strategic merge patch and OpenAPI, more
+// than a third of the library's size, for these few writes.
 
 // EventsEnv is the environment variable that turns Events off: "off" (or
 // "false", "0"); "on", "true", "1", unset or empty leave them on. It is read
@@ -54,21 +63,30 @@ const (
 	// eventsWarnEvery: at most one warning about failed Events per Manager
 	// in this time; the others are counted and logged at debug level.
 	eventsWarnEvery = time.Minute
-	// flushKind marks the internal Event that Shutdown queues behind the
-	// others to learn when they are done; it never leaves the process.
-	flushKind = "k8s-lease-flush"
+	// eventQueueSize Events wait at most to be written; more are dropped.
+	eventQueueSize = 1000
+	// eventTries and eventRetryWait: a write that failed without an answer
+	// from the API server (a timeout, a refused connection) is tried again.
+	eventTries     = 3
+	eventRetryWait = time.Second
+	// The spam filter, as client-go's default: eventSpamBurst Events per
+	// lease and identity, then one per eventSpamRefill; eventSpamKeys
+	// buckets at most.
+	eventSpamBurst  = 25
+	eventSpamRefill = 5 * time.Minute
+	eventSpamKeys   = 4096
 )
 
-// managerEvents is a Manager's Event recording: one broadcaster, started on
+// managerEvents is a Manager's Event recording: one pipeline, started on
 // the first Event and stopped by Shutdown (a later Event starts another).
 // The zero value records: Events are on by default.
 type managerEvents struct {
 	off  atomic.Bool
 	warn eventWarnings
 
-	mu       sync.Mutex // guards what follows; never held while recording
+	mu       sync.Mutex // guards what follows; never held while writing
 	explicit bool       // SetEvents was called: the environment no longer decides
-	client   kubernetes.Interface
+	client   kubeapi.Client
 	pipe     *eventPipeline
 }
 
@@ -112,8 +130,8 @@ func parseEventsEnv(v string) (on bool, err error) {
 }
 
 // use returns the recorder an election of this Manager uses, remembering
-// the client the broadcaster will write with.
-func (me *managerEvents) use(client kubernetes.Interface) *managerEvents {
+// the client the pipeline will write with.
+func (me *managerEvents) use(client kubeapi.Client) *managerEvents {
 	me.mu.Lock()
 	defer me.mu.Unlock()
 	if me.client == nil {
@@ -134,28 +152,29 @@ func (me *managerEvents) record(key Key, uid types.UID, identity, eventType, mes
 			logf(LevelWarning, "lease %s: recording an Event: %v", key, panicError(p))
 		}
 	}()
-	p := me.pipeline()
-	if p == nil {
-		return
+	ev := newEvent(key, uid, identity, eventType, clipMessage(message), time.Now())
+	for {
+		p := me.pipeline()
+		if p == nil || p.enqueue(ev) {
+			return
+		}
+		// Shutdown stopped p after we found it: the next pipeline writes ev.
 	}
-	ref := &corev1.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
-		Namespace: key.Namespace, Name: key.Name, UID: uid}
-	p.recorder(identity).Event(ref, eventType, eventReason, clipMessage(message))
 }
 
-// pipeline returns the running broadcaster, starting it on first use.
+// pipeline returns the running pipeline, starting it on first use.
 func (me *managerEvents) pipeline() *eventPipeline {
 	me.mu.Lock()
 	defer me.mu.Unlock()
 	if me.pipe == nil && me.client != nil {
-		me.pipe = newEventPipeline(me.client.CoreV1().Events(""), &me.warn)
+		me.pipe = newEventPipeline(me.client, &me.warn)
 	}
 	return me.pipe
 }
 
 // stop lets the queued Events reach the API server until deadline, at most
-// eventsFlushMax from now, then stops the broadcaster without waiting past
-// the deadline (Shutdown defers it, with Shutdown's own deadline).
+// eventsFlushMax from now, then stops the pipeline: a write still in flight
+// is abandoned (Shutdown defers it, with Shutdown's own deadline).
 func (me *managerEvents) stop(deadline time.Time) {
 	me.mu.Lock()
 	p := me.pipe
@@ -170,99 +189,215 @@ func (me *managerEvents) stop(deadline time.Time) {
 	p.stop(deadline)
 }
 
-// eventPipeline is one client-go broadcaster writing to the events API.
-type eventPipeline struct {
-	broadcaster krecord.EventBroadcaster
-	logger      klog.Logger
-	flushed     chan struct{} // closed when the flush marker reached the sink
+// newEvent is the core/v1 Event client-go's recorder would write: named
+// after the Lease and the time, as kubectl lists them.
+func newEvent(key Key, uid types.UID, identity, eventType, message string, at time.Time) *kubeapi.Event {
+	t := metav1.NewTime(at)
+	return &kubeapi.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", key.Name, at.UnixNano()), Namespace: key.Namespace},
+		InvolvedObject: kubeapi.ObjectReference{APIVersion: "coordination.k8s.io/v1", Kind: "Lease",
+			Namespace: key.Namespace, Name: key.Name, UID: uid},
+		Reason: eventReason, Message: message, Type: eventType,
+		Source:         kubeapi.EventSource{Component: eventComponent, Host: identity},
+		FirstTimestamp: t, LastTimestamp: t, Count: 1,
+		ReportingController: eventComponent, ReportingInstance: identity,
+	}
 }
 
-func newEventPipeline(events corev1client.EventInterface, warn *eventWarnings) *eventPipeline {
-	p := &eventPipeline{logger: klog.New(&eventLogSink{warn: warn}), flushed: make(chan struct{})}
-	// The context carries the logger that the broadcaster's sink loop logs
-	// with (a rejected or failed write). It has no Done channel, so the
-	// broadcaster starts no goroutine to watch it.
-	p.broadcaster = krecord.NewBroadcaster(krecord.WithContext(klog.NewContext(context.Background(), p.logger)))
-	var once sync.Once
-	sink := &corev1client.EventSinkImpl{Interface: &boundedEvents{EventInterface: events,
-		flush: func() { once.Do(func() { close(p.flushed) }) }}}
-	p.broadcaster.StartRecordingToSink(sink)
+// eventPipeline is the queue of a Manager's Events and the goroutine that
+// writes them.
+type eventPipeline struct {
+	client kubeapi.Client
+	warn   *eventWarnings
+	spam   eventSpamFilter
+	queue  chan *kubeapi.Event
+	// ctx ends the writes: cancelled when stop's deadline passes.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the writer returned
+	inFlight atomic.Bool   // a write is under way
+
+	mu       sync.Mutex    // orders enqueue against stop
+	stopped  bool          // stop began: nothing more is queued
+	stopping chan struct{} // closed by stop: write what is queued, then return
+}
+
+func newEventPipeline(client kubeapi.Client, warn *eventWarnings) *eventPipeline {
+	p := &eventPipeline{client: client, warn: warn, queue: make(chan *kubeapi.Event, eventQueueSize),
+		stopping: make(chan struct{}), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	go p.run()
 	return p
 }
 
-// recorder is cheap (a struct): one per Event, since source.host is the
-// identity of the election that records it.
-func (p *eventPipeline) recorder(identity string) krecord.EventRecorder {
-	return p.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: eventComponent, Host: identity}).
-		WithLogger(p.logger)
-}
-
-func (p *eventPipeline) stop(deadline time.Time) {
-	// The marker is queued behind every Event recorded so far, and the
-	// sink loop takes them in order: once it arrives they were written,
-	// or given up on.
-	p.recorder("").Event(&corev1.ObjectReference{Kind: flushKind, Namespace: "default", Name: flushKind},
-		corev1.EventTypeNormal, "Flush", "flush")
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+// enqueue queues ev unless the spam filter or a full queue drops it; false
+// when p has stopped (ev is neither queued nor dropped).
+func (p *eventPipeline) enqueue(ev *kubeapi.Event) bool {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return false
+	}
+	if !p.spam.allow(ev, time.Now()) {
+		p.mu.Unlock()
+		logf(LevelDebug, "lease events: dropped by the spam filter: %s", describeEvent(ev))
+		return true
+	}
 	select {
-	case <-p.flushed:
-	case <-ctx.Done():
+	case p.queue <- ev:
+		p.mu.Unlock()
+	default:
+		p.mu.Unlock()
+		p.warn.report(errEventQueueFull, ev)
 	}
-	// Shutdown closes the queue and ends retry sleeps; a request in flight
-	// ends by its own timeout (boundedEvents), not waited for here.
-	stopped := make(chan struct{})
-	go func() {
-		p.broadcaster.Shutdown()
-		close(stopped)
-	}()
-	select {
-	case <-stopped:
-	case <-ctx.Done():
+	return true
+}
+
+var errEventQueueFull = fmt.Errorf("the queue of %d Events is full (the events API is slow or unreachable); dropped", eventQueueSize)
+
+func (p *eventPipeline) run() {
+	defer close(p.done)
+	for {
+		select {
+		case ev := <-p.queue:
+			p.write(ev)
+		case <-p.stopping:
+			for {
+				select {
+				case ev := <-p.queue:
+					p.write(ev)
+				default:
+					return
+				}
+			}
+		}
+		if p.ctx.Err() != nil {
+			return
+		}
 	}
 }
 
-// boundedEvents is the events client the sink writes with: every request
-// carries the library's request timeout (client-go's EventSinkImpl sends
-// without one, and a hung request would hold the sink loop for good), a
-// panic is an error rather than a dead host, and the flush marker is
-// answered locally.
-type boundedEvents struct {
-	corev1client.EventInterface
-	flush func()
-}
-
-func (b *boundedEvents) CreateWithEventNamespace(ev *corev1.Event) (got *corev1.Event, err error) {
-	if ev.InvolvedObject.Kind == flushKind {
-		b.flush()
-		return ev, nil
+// write sends ev, again after a failure that had no answer from the API
+// server (eventTries in all, eventRetryWait apart, as long as the pipeline
+// runs).
+func (p *eventPipeline) write(ev *kubeapi.Event) {
+	for try := 1; ; try++ {
+		if p.ctx.Err() != nil {
+			return
+		}
+		err := p.create(ev)
+		if err == nil || (try > 1 && apierrors.IsAlreadyExists(err)) {
+			return // written (the answer to an earlier try was lost)
+		}
+		var answered apierrors.APIStatus
+		if errors.As(err, &answered) || try == eventTries {
+			p.warn.report(err, ev)
+			return
+		}
+		logf(LevelDebug, "lease events: writing an Event failed, trying again in %v: %v", eventRetryWait, err)
+		select {
+		case <-time.After(eventRetryWait):
+		case <-p.ctx.Done():
+			return
+		}
 	}
-	return b.do(func(ctx context.Context) (*corev1.Event, error) {
-		return b.CreateWithEventNamespaceWithContext(ctx, ev)
-	})
 }
 
-func (b *boundedEvents) UpdateWithEventNamespace(ev *corev1.Event) (*corev1.Event, error) {
-	return b.do(func(ctx context.Context) (*corev1.Event, error) {
-		return b.UpdateWithEventNamespaceWithContext(ctx, ev)
-	})
-}
-
-func (b *boundedEvents) PatchWithEventNamespace(ev *corev1.Event, data []byte) (*corev1.Event, error) {
-	return b.do(func(ctx context.Context) (*corev1.Event, error) {
-		return b.PatchWithEventNamespaceWithContext(ctx, ev, data)
-	})
-}
-
-func (b *boundedEvents) do(req func(context.Context) (*corev1.Event, error)) (got *corev1.Event, err error) {
+func (p *eventPipeline) create(ev *kubeapi.Event) (err error) {
+	p.inFlight.Store(true)
 	defer func() {
-		if p := recover(); p != nil {
-			got, err = nil, panicError(p)
+		p.inFlight.Store(false)
+		if r := recover(); r != nil {
+			err = panicError(r)
 		}
 	}()
-	ctx, cancel := requestContext()
+	ctx, cancel := context.WithTimeout(p.ctx, requestTimeout)
 	defer cancel()
-	return req(ctx)
+	return p.client.CreateEvent(ctx, ev)
+}
+
+// stop writes what is queued until deadline, then abandons the rest,
+// with a warning that counts them.
+func (p *eventPipeline) stop(deadline time.Time) {
+	p.mu.Lock()
+	if !p.stopped {
+		p.stopped = true
+		close(p.stopping)
+	}
+	p.mu.Unlock()
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-p.done:
+		p.cancel()
+		return
+	case <-timer.C:
+	}
+	p.cancel()
+	left := len(p.queue)
+	if p.inFlight.Load() {
+		left++
+	}
+	if left > 0 {
+		p.warn.report(fmt.Errorf("%d Events not written by the end of Shutdown's flush (the events API is slow or unreachable); abandoned", left), nil)
+	}
+}
+
+// eventSpamFilter is client-go's default spam filter for Events: per lease,
+// uid, identity and type, a bucket of eventSpamBurst that refills one per
+// eventSpamRefill. It keeps at most eventSpamKeys buckets: a bucket that
+// refilled is dropped first, as it is the same as a new one.
+type eventSpamFilter struct {
+	mu      sync.Mutex
+	buckets map[string]*eventBucket
+}
+
+type eventBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func (f *eventSpamFilter) allow(ev *kubeapi.Event, now time.Time) bool {
+	key := strings.Join([]string{ev.Source.Host, ev.InvolvedObject.Namespace, ev.InvolvedObject.Name,
+		string(ev.InvolvedObject.UID), ev.Type}, "\x00")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.buckets == nil {
+		f.buckets = map[string]*eventBucket{}
+	}
+	b := f.buckets[key]
+	if b == nil {
+		if len(f.buckets) >= eventSpamKeys {
+			f.evict(now)
+		}
+		b = &eventBucket{tokens: eventSpamBurst, at: now}
+		f.buckets[key] = b
+	}
+	b.refill(now)
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+func (b *eventBucket) refill(now time.Time) {
+	if now.After(b.at) {
+		b.tokens = min(float64(eventSpamBurst), b.tokens+float64(now.Sub(b.at))/float64(eventSpamRefill))
+		b.at = now
+	}
+}
+
+// evict drops the buckets that refilled, or all when none did.
+func (f *eventSpamFilter) evict(now time.Time) {
+	for k, b := range f.buckets {
+		if b.refill(now); b.tokens >= eventSpamBurst {
+			delete(f.buckets, k)
+		}
+	}
+	if len(f.buckets) >= eventSpamKeys {
+		clear(f.buckets)
+	}
 }
 
 // clipMessage keeps a message within maxEventMessage bytes, cut on a rune
@@ -346,7 +481,7 @@ func isClosed(ch <-chan struct{}) bool {
 
 // electedEvent is the Event of a new leadership.
 func electedEvent(identity string, token int64) (eventType, message string) {
-	return corev1.EventTypeNormal, fmt.Sprintf("%s became leader (fencing token %d)", identity, token)
+	return kubeapi.EventTypeNormal, fmt.Sprintf("%s became leader (fencing token %d)", identity, token)
 }
 
 // stoppedEvent is the Event of a leadership's end: reason nil is a cancel,
@@ -354,10 +489,10 @@ func electedEvent(identity string, token int64) (eventType, message string) {
 // release is Normal; a loss, or a release that failed (the Lease stays
 // held until it expires), is a Warning.
 func stoppedEvent(identity string, token int64, reason, releaseErr error) (eventType, message string) {
-	eventType, why := corev1.EventTypeWarning, ""
+	eventType, why := kubeapi.EventTypeWarning, ""
 	switch {
 	case reason == nil && releaseErr == nil:
-		eventType, why = corev1.EventTypeNormal, "released"
+		eventType, why = kubeapi.EventTypeNormal, "released"
 	case reason == nil:
 		why = fmt.Sprintf("cancelled, but the release failed (the lease expires after its duration): %v", releaseErr)
 	default:
@@ -381,7 +516,7 @@ type eventWarnings struct {
 	suppressed int
 }
 
-func (w *eventWarnings) report(err error, msg string, kv []any) {
+func (w *eventWarnings) report(err error, ev *kubeapi.Event) {
 	w.mu.Lock()
 	now := time.Now
 	if w.now != nil {
@@ -391,15 +526,15 @@ func (w *eventWarnings) report(err error, msg string, kv []any) {
 	if !w.last.IsZero() && at.Sub(w.last) < eventsWarnEvery {
 		w.suppressed++
 		w.mu.Unlock()
-		logf(LevelDebug, "lease events: %s", describeEventError(err, msg, kv))
+		logf(LevelDebug, "lease events: %v %s", err, describeEvent(ev))
 		return
 	}
 	suppressed, since := w.suppressed, at.Sub(w.last)
 	w.last, w.suppressed = at, 0
 	w.mu.Unlock()
-	line := "lease events: could not record a Kubernetes Event (elections are not affected): " + describeEventError(err, msg, kv)
+	line := fmt.Sprintf("lease events: could not record a Kubernetes Event (elections are not affected): %v %s", err, describeEvent(ev))
 	if apierrors.IsForbidden(err) {
-		line += fmt.Sprintf("; grant create and patch on events (see deploy/rbac.yaml), or set %s=off", EventsEnv)
+		line += fmt.Sprintf("; grant create on events (see deploy/rbac.yaml), or set %s=off", EventsEnv)
 	}
 	if suppressed > 0 {
 		line += fmt.Sprintf(" (%d more such failures in the last %v were logged at debug level only)", suppressed, since.Round(time.Second))
@@ -407,43 +542,11 @@ func (w *eventWarnings) report(err error, msg string, kv []any) {
 	logf(LevelWarning, "%s", line)
 }
 
-// describeEventError is client-go's message, its error, and the Event it
-// was about (the value under "event"), without the rest of its keys.
-func describeEventError(err error, msg string, kv []any) string {
-	s := msg
-	if err != nil {
-		s += ": " + err.Error()
+// describeEvent names an Event in a log line ("" for none).
+func describeEvent(ev *kubeapi.Event) string {
+	if ev == nil {
+		return ""
 	}
-	for i := 0; i+1 < len(kv); i += 2 {
-		if ev, ok := kv[i+1].(*corev1.Event); ok && kv[i] == "event" {
-			s += fmt.Sprintf(" [Event %s on %s %s/%s: %q]", ev.Reason, ev.InvolvedObject.Kind,
-				ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, ev.Message)
-		}
-	}
-	return s
+	return fmt.Sprintf("[Event %s on %s %s/%s: %q]", ev.Reason, ev.InvolvedObject.Kind,
+		ev.InvolvedObject.Namespace, ev.InvolvedObject.Name, ev.Message)
 }
-
-// eventLogSink is the logger client-go's record package logs with. Its
-// errors (a rejected Event: 403 without the RBAC; a write that failed and
-// will be retried; a full queue) are about a best-effort side channel, not
-// the election: they become rate-limited warnings (eventWarnings), never
-// errors. Its info lines go to the debug level.
-type eventLogSink struct {
-	warn *eventWarnings
-}
-
-var _ klog.LogSink = (*eventLogSink)(nil)
-
-func (s *eventLogSink) Init(klog.RuntimeInfo) {}
-
-func (s *eventLogSink) Enabled(int) bool { return Level(logging.level.Load()) >= LevelDebug }
-
-func (s *eventLogSink) Info(_ int, msg string, kv ...any) {
-	logf(LevelDebug, "lease events: %s", describeEventError(nil, msg, kv))
-}
-
-func (s *eventLogSink) Error(err error, msg string, kv ...any) { s.warn.report(err, msg, kv) }
-
-func (s *eventLogSink) WithValues(...any) klog.LogSink { return s }
-
-func (s *eventLogSink) WithName(string) klog.LogSink { return s }

@@ -14,11 +14,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // The reason, type and message of each change of leadership, in
@@ -33,18 +34,18 @@ func TestEventMessages(t *testing.T) {
 		wantType   string
 		wantMsg    string
 	}{
-		{"elected", true, nil, nil, corev1.EventTypeNormal, "a became leader (fencing token 7)"},
-		{"released by Cancel or Shutdown", false, nil, nil, corev1.EventTypeNormal, "a stopped leading: released (fencing token 7)"},
-		{"cancelled, release failed", false, nil, errors.New("release lease ns/l: boom"), corev1.EventTypeWarning,
+		{"elected", true, nil, nil, kubeapi.EventTypeNormal, "a became leader (fencing token 7)"},
+		{"released by Cancel or Shutdown", false, nil, nil, kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 7)"},
+		{"cancelled, release failed", false, nil, errors.New("release lease ns/l: boom"), kubeapi.EventTypeWarning,
 			"a stopped leading: cancelled, but the release failed (the lease expires after its duration): release lease ns/l: boom (fencing token 7)"},
-		{"renew deadline", false, fmt.Errorf("%w (10s): last error: %v", ErrRenewDeadline, errors.New("connection refused")), nil, corev1.EventTypeWarning,
+		{"renew deadline", false, fmt.Errorf("%w (10s): last error: %v", ErrRenewDeadline, errors.New("connection refused")), nil, kubeapi.EventTypeWarning,
 			"a stopped leading: renew deadline exceeded (10s): last error: connection refused (fencing token 7)"},
-		{"taken", false, fmt.Errorf("%w: holder is now %s", ErrLeaseTaken, clip("b")), nil, corev1.EventTypeWarning,
+		{"taken", false, fmt.Errorf("%w: holder is now %s", ErrLeaseTaken, clip("b")), nil, kubeapi.EventTypeWarning,
 			`a stopped leading: lease taken by another holder: holder is now "b" (fencing token 7)`},
-		{"deleted", false, ErrLeaseDeleted, nil, corev1.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 7)"},
-		{"edited", false, fmt.Errorf("%w: leaseTransitions 9, leaseDurationSeconds 15", ErrLeaseEdited), nil, corev1.EventTypeWarning,
+		{"deleted", false, ErrLeaseDeleted, nil, kubeapi.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 7)"},
+		{"edited", false, fmt.Errorf("%w: leaseTransitions 9, leaseDurationSeconds 15", ErrLeaseEdited), nil, kubeapi.EventTypeWarning,
 			"a stopped leading: lease record edited by another writer: leaseTransitions 9, leaseDurationSeconds 15 (fencing token 7)"},
-		{"contained panic", false, fmt.Errorf("%w: panic: x", ErrInternal), nil, corev1.EventTypeWarning,
+		{"contained panic", false, fmt.Errorf("%w: panic: x", ErrInternal), nil, kubeapi.EventTypeWarning,
 			"a stopped leading: internal error: panic: x (fencing token 7)"},
 	}
 	for _, tt := range tests {
@@ -208,13 +209,13 @@ func TestLeadershipEventsOnAFakeClientset(t *testing.T) {
 			if err := m.CancelElection("ns", "l"); err != nil {
 				t.Fatal(err)
 			}
-		}, corev1.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
+		}, kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
 		// Shutdown returns only once the release's Event was written.
 		{"Shutdown", func(t *testing.T, m *Manager, _ *fake.Clientset, _ *Election, _ *atomic.Bool) {
 			if err := m.Shutdown(5 * time.Second); err != nil {
 				t.Fatal(err)
 			}
-		}, corev1.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
+		}, kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 1)"},
 		{"Lease deleted", func(t *testing.T, _ *Manager, client *fake.Clientset, e *Election, _ *atomic.Bool) {
 			if err := client.CoordinationV1().Leases("ns").Delete(t.Context(), "l", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
@@ -222,13 +223,13 @@ func TestLeadershipEventsOnAFakeClientset(t *testing.T) {
 			if err := e.WaitLost(); !errors.Is(err, ErrLeaseDeleted) {
 				t.Fatalf("WaitLost = %v", err)
 			}
-		}, corev1.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 1)"},
+		}, kubeapi.EventTypeWarning, "a stopped leading: lease deleted by another writer (fencing token 1)"},
 		{"renew deadline", func(t *testing.T, _ *Manager, _ *fake.Clientset, e *Election, failRenewals *atomic.Bool) {
 			failRenewals.Store(true)
 			if err := e.WaitLost(); !errors.Is(err, ErrRenewDeadline) {
 				t.Fatalf("WaitLost = %v", err)
 			}
-		}, corev1.EventTypeWarning, "a stopped leading: renew deadline exceeded (1.5s): last error: Internal error occurred: etcd down (fencing token 1)"},
+		}, kubeapi.EventTypeWarning, "a stopped leading: renew deadline exceeded (1.5s): last error: Internal error occurred: etcd down (fencing token 1)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -250,7 +251,7 @@ func TestLeadershipEventsOnAFakeClientset(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventually(t, 5*time.Second, "the became-leader Event", func() bool {
-				return hasEvent(leaseEvents(t, client, "l"), corev1.EventTypeNormal, "a became leader (fencing token 1)")
+				return hasEvent(leaseEvents(t, client, "l"), kubeapi.EventTypeNormal, "a became leader (fencing token 1)")
 			})
 			tt.end(t, m, client, e, &failRenewals)
 			if tt.name == "Shutdown" { // no waiting: Shutdown flushed it
@@ -353,7 +354,7 @@ func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
 	if len(warnings) != 2 {
 		t.Fatalf("want 2 warnings (the first, then one a minute later), got %d:\n%s", len(warnings), strings.Join(warnings, "\n"))
 	}
-	for _, want := range []string{"forbidden", "elections are not affected", "create and patch on events", EventsEnv + "=off",
+	for _, want := range []string{"forbidden", "elections are not affected", "create on events", EventsEnv + "=off",
 		`"a became leader (fencing token 1)"`} {
 		if !strings.Contains(warnings[0], want) {
 			t.Errorf("first warning lacks %q: %s", want, warnings[0])
@@ -369,12 +370,12 @@ func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
 // broadcaster's queue drops when full), and Shutdown waits for queued
 // Events at most eventsFlushMax.
 func TestHungEventsAPIBlocksNothing(t *testing.T) {
-	events := &hungEvents{EventInterface: fake.NewClientset().CoreV1().Events(""), hang: make(chan struct{})}
+	events := &hungEvents{Client: clientsetapi.Wrap(fake.NewClientset()), hang: make(chan struct{})}
 	defer close(events.hang)
 	m := NewManager(nil)
 	// Not a reactor: the fake clientset serves one request at a time, so a
 	// reactor that hangs would hold the Lease requests too.
-	m.SetClient(eventsClient{Interface: fake.NewClientset(), events: events})
+	m.SetClient(events)
 	e, err := m.RunElection("ns", "l", "a", unitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestHungEventsAPIBlocksNothing(t *testing.T) {
 	eventually(t, 5*time.Second, "the events request to hang", func() bool { return events.entered.Load() == 1 })
 	start := time.Now()
 	for i := 0; i < 5000; i++ { // past every queue
-		m.events.record(Key{"ns", "l"}, "", "a", corev1.EventTypeNormal, fmt.Sprintf("spam %d", i))
+		m.events.record(Key{"ns", "l"}, "", "a", kubeapi.EventTypeNormal, fmt.Sprintf("spam %d", i))
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("5000 recordings behind a hung events API took %v", took)
@@ -404,32 +405,16 @@ func TestHungEventsAPIBlocksNothing(t *testing.T) {
 	t.Logf("Shutdown took %v behind a hung events API", took.Round(time.Millisecond))
 }
 
-// eventsClient is a clientset whose events client is replaced.
-type eventsClient struct {
-	kubernetes.Interface
-	events corev1client.EventInterface
-}
-
-func (c eventsClient) CoreV1() corev1client.CoreV1Interface {
-	return eventsCoreV1{CoreV1Interface: c.Interface.CoreV1(), events: c.events}
-}
-
-type eventsCoreV1 struct {
-	corev1client.CoreV1Interface
-	events corev1client.EventInterface
-}
-
-func (c eventsCoreV1) Events(string) corev1client.EventInterface { return c.events }
-
-// hungEvents never answers a create until hang is closed.
+// hungEvents is a client whose events API never answers a create until
+// hang is closed.
 type hungEvents struct {
-	corev1client.EventInterface
+	kubeapi.Client
 	hang    chan struct{}
 	entered atomic.Int64
 }
 
-func (h *hungEvents) CreateWithEventNamespaceWithContext(context.Context, *corev1.Event) (*corev1.Event, error) {
+func (h *hungEvents) CreateEvent(context.Context, *kubeapi.Event) error {
 	h.entered.Add(1)
 	<-h.hang
-	return nil, errors.New("gave up")
+	return errors.New("gave up")
 }

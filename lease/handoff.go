@@ -8,8 +8,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // Hand-off: a leader gives the lease to a chosen candidate, which takes it
@@ -156,7 +157,7 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 	// shows the target taking the lease.
 	m.mu.Lock()
 	m.handingOff[done] = struct{}{}
-	obs := m.acquireObserverLocked(client, key, defaultResync)
+	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()))
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -406,9 +407,9 @@ func (e *Election) recordHandOff(to string, err error) {
 		return
 	}
 	token, uid := e.eventFacts()
-	typ, why := corev1.EventTypeNormal, "handed off to "+to
+	typ, why := kubeapi.EventTypeNormal, "handed off to "+to
 	if err != nil {
-		typ, why = corev1.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
+		typ, why = kubeapi.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
 	e.events.record(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token))
 }

@@ -9,6 +9,8 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // CancelElection of a leader with PolicyHandOffOnCancel lists the
@@ -45,7 +47,7 @@ func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (leaseRecords{client}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	armed.Store(true)

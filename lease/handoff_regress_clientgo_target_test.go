@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // A hand-off to an identity that a plain client-go candidate uses: client-go
@@ -59,7 +61,7 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 	}
 	// b's candidate record (say left by b's earlier life on this library,
 	// or records unreadable: requireCampaigning then lets it through).
-	if _, err := (leaseRecords{client}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -66,7 +67,10 @@ func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
 	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	eventually(t, 5*time.Second, "b's own record", func() bool { // written once b waits; a loaded machine takes a while
+		cs, err := b.Candidates("ns", "l")
+		return err == nil && slices.ContainsFunc(cs, func(c Candidate) bool { return c.Identity == "b" })
+	})
 	csA, errA := a.Candidates("ns", "l")
 	csB, errB := b.Candidates("ns", "l")
 	t.Logf("a uses %ss and sees %+v (%v); b uses %ss and sees %+v (%v)",

@@ -9,6 +9,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // The timeout release of handOffElection ends only what still matches
@@ -72,7 +74,7 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 		if _, err := ea.WaitElected(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := (leaseRecords{fc}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+		if _, err := (leaseRecords{clientsetapi.Wrap(fc)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)

@@ -24,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // process is a Manager on client (a process of its own), without Events,
@@ -31,7 +33,7 @@ import (
 func process(t *testing.T, client kubernetes.Interface) *Manager {
 	t.Helper()
 	m := NewManager(clock.RealClock{})
-	m.SetClient(client)
+	m.SetClient(clientsetapi.Wrap(client))
 	m.SetEvents(false)
 	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
 	return m

@@ -11,6 +11,8 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // leaderAvailability samples, every 5 ms for d, whether any host leads.
@@ -61,7 +63,7 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
 	before := leaderAvailability(time.Second, a, b)
-	if _, err := (leaseRecords{client}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
@@ -147,7 +149,7 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	if _, err := (leaseRecords{client}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	after := leaderAvailability(6*time.Second, a, b)

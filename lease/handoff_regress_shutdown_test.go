@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // hookedUpdates runs before(l) ahead of every Lease update, outside the
@@ -66,7 +68,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 		}
 	}}
 	a := NewManager(clock.RealClock{})
-	a.SetClient(client)
+	a.SetClient(clientsetapi.Wrap(client))
 	a.SetEvents(true)
 	b := process(t, client)
 	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // handOffPair is a leader "a" and a campaigning standby "b", two Managers
@@ -17,7 +19,7 @@ func handOffPair(t *testing.T) (a, b *Manager, ea, eb *Election, client *fake.Cl
 	client = fake.NewClientset()
 	newM := func() *Manager {
 		m := NewManager(clock.RealClock{})
-		m.SetClient(client)
+		m.SetClient(clientsetapi.Wrap(client))
 		m.SetEvents(false)
 		t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
 		return m
@@ -74,7 +76,7 @@ func TestHandOffToACampaigningCandidate(t *testing.T) {
 func TestHandOffToACrashedCandidateTimesOutAndReleases(t *testing.T) {
 	a, _, _, eb, client := handOffPair(t)
 	ctx := withNS(t.Context(), "ns")
-	if _, err := (leaseRecords{client}).put(ctx, "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(ctx, "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	err := a.HandOff("ns", "l", "c", 300*time.Millisecond)

@@ -24,7 +24,7 @@ func (m *Manager) GetHolder(ns, name string) (HolderState, error) {
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	ol := m.observeLocked(client, key, defaultResync)
+	ol := m.observeLocked(client, key, watchLife(0, client.FindsDeadConnections()))
 	obs := ol.obs
 	if ol.refs == 0 {
 		m.scheduleReapLocked()

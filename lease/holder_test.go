@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -30,7 +32,7 @@ func fakeManager(objs ...runtime.Object) (*Manager, *fake.Clientset, *clocktesti
 	clk := clocktesting.NewFakeClock(testNow)
 	client := fake.NewClientset(objs...)
 	m := NewManager(clk)
-	m.SetClient(client)
+	m.SetClient(clientsetapi.Wrap(client))
 	return m, client, clk
 }
 

@@ -73,7 +73,7 @@ func (e *Election) lead() error {
 			now := e.clock.Now()
 			if p.shouldSend(now, e.timing) {
 				p.sent = append(p.sent, now)
-				go e.sendRenewal(ctx, patch, now, results)
+				renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
 			}
 			renew.Reset(e.timing.RetryPeriod)
 		}

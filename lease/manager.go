@@ -9,13 +9,39 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
-// defaultResync bounds how long a watch on a Lease runs before it is
-// renewed, for watches not tied to an election's own lease duration.
-const defaultResync = 30 * time.Second
+// watchLife bounds how long a watch on a Lease runs before it is renewed;
+// leaseDuration 0 is a watch not tied to an election (GetHolder,
+// WatchHolder, a hand-off's wait). Each renewal of a watch is one request:
+// a standby's whole steady load.
+//
+// What the bound is for: a connection that dies silently. Where the
+// transport finds one by itself (pings), the watch's end only bounds a
+// server that keeps a watch open but stops sending on it, so the watch can
+// be long: eight lease durations within [1 min, 10 min], 2 min when not
+// tied to an election. client-go's HTTP/2 transport pings after 30 s
+// without a frame and gives up 15 s later. Without pings (HTTP/1.1: a
+// plain http:// server, DISABLE_HTTP2, a custom transport), the watch's end
+// is what finds a dead connection, and meanwhile a standby sees no
+// renewals (it tries to take the lease and fails its compare-and-swap; a
+// holder watch reports the holder gone): two lease durations within
+// [10 s, 5 min], 30 s when not tied to an election.
+func watchLife(leaseDuration time.Duration, pings bool) time.Duration {
+	switch {
+	case pings && leaseDuration == 0:
+		return 2 * time.Minute
+	case pings:
+		return min(max(8*leaseDuration, time.Minute), 10*time.Minute)
+	case leaseDuration == 0:
+		return 30 * time.Second
+	default:
+		return min(max(2*leaseDuration, 10*time.Second), 5*time.Minute)
+	}
+}
 
 // An observer that no election or holder watch uses is kept while callers
 // keep asking about its lease (GetHolder), so that polling answers locally
@@ -48,7 +74,7 @@ type Manager struct {
 	initHook func() error
 
 	mu        sync.Mutex
-	kube      kubernetes.Interface
+	kube      kubeapi.Client
 	elections map[Key]*Election
 	watches   map[Key]*HolderWatch
 	// stopping holds cancelled watches until their goroutine ends, so that
@@ -92,7 +118,7 @@ func NewManager(clk clock.Clock) *Manager {
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
-func (m *Manager) SetClient(c kubernetes.Interface) bool {
+func (m *Manager) SetClient(c kubeapi.Client) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.kube != nil {
@@ -120,7 +146,7 @@ func (m *Manager) Initialized() bool {
 // client returns the client, initializing on first use (see Init): every
 // function that needs the cluster works without an explicit Init, and a
 // failed attempt is made again at the next call.
-func (m *Manager) client() (kubernetes.Interface, error) {
+func (m *Manager) client() (kubeapi.Client, error) {
 	m.mu.Lock()
 	c := m.kube
 	m.mu.Unlock()
@@ -138,11 +164,11 @@ func (m *Manager) client() (kubernetes.Interface, error) {
 // observeLocked returns the shared observer of key, starting it (or
 // resuming its follow loop) if needed; m.mu held. An observer with no
 // election or watch is idle: see idleObserverTimeout.
-func (m *Manager) observeLocked(client kubernetes.Interface, key Key, resync time.Duration) *observedLease {
+func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Duration) *observedLease {
 	ol := m.observers[key]
 	if ol == nil {
 		m.evictIdleLocked(maxIdleObservers - 1)
-		leases := client.CoordinationV1().Leases(key.Namespace)
+		leases := client.Leases(key.Namespace)
 		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key], m.statsLocked(key))}
 		m.observers[key] = ol
 	} else {
@@ -156,7 +182,7 @@ func (m *Manager) observeLocked(client kubernetes.Interface, key Key, resync tim
 // acquireObserverLocked returns the shared observer of key for an election
 // or a holder watch; each call must be paired with releaseObserver. m.mu
 // held.
-func (m *Manager) acquireObserverLocked(client kubernetes.Interface, key Key, resync time.Duration) *observer {
+func (m *Manager) acquireObserverLocked(client kubeapi.Client, key Key, resync time.Duration) *observer {
 	ol := m.observeLocked(client, key, resync)
 	ol.refs++
 	return ol.obs
@@ -309,12 +335,6 @@ func (m *Manager) reapOnce() (more bool) {
 	return more
 }
 
-// resyncFor bounds a watch's life by twice the lease duration (at most one
-// request per lease duration), within [10 s, 5 min].
-func resyncFor(leaseDuration time.Duration) time.Duration {
-	return min(max(2*leaseDuration, 10*time.Second), 5*time.Minute)
-}
-
 // RunElection starts a candidacy on ns/name without waiting for the network.
 func (m *Manager) RunElection(ns, name, identity string, t Timing) (*Election, error) {
 	return m.RunElectionWith(ns, name, identity, t, ElectionOptions{})
@@ -350,8 +370,8 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	if old != nil {
 		m.keepReplacedLocked(old)
 	}
-	obs := m.acquireObserverLocked(client, key, resyncFor(t.LeaseDuration))
-	e := newElection(key, identity, t, client.CoordinationV1().Leases(ns), obs, m.clock, m.statsLocked(key),
+	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()))
+	e := newElection(key, identity, t, client.Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).campaigns.Add(1)
 	e.id = m.nextIDLocked()
@@ -489,7 +509,7 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
 	}
-	obs := m.acquireObserverLocked(client, key, defaultResync)
+	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()))
 	stats := m.statsLocked(key)
 	stats.watchesStarted.Add(1)
 	var w *HolderWatch

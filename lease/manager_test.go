@@ -144,3 +144,29 @@ func TestRememberedLeasesAreBounded(t *testing.T) {
 			maxRememberedLeases+500, stats, tokens, maxRememberedLeases, inUse)
 	}
 }
+
+// A watch lives long where the transport finds dead connections by itself,
+// short where its end is what finds one.
+func TestWatchLife(t *testing.T) {
+	for _, tc := range []struct {
+		lease time.Duration
+		pings bool
+		want  time.Duration
+	}{
+		{0, true, 2 * time.Minute},
+		{time.Second, true, time.Minute},
+		{15 * time.Second, true, 2 * time.Minute},
+		{time.Minute, true, 8 * time.Minute},
+		{5 * time.Minute, true, 10 * time.Minute},
+		{0, false, 30 * time.Second},
+		{time.Second, false, 10 * time.Second},
+		{15 * time.Second, false, 30 * time.Second},
+		{5 * time.Minute, false, 5 * time.Minute},
+	} {
+		t.Run(fmt.Sprintf("%v pings %v", tc.lease, tc.pings), func(t *testing.T) {
+			if got := watchLife(tc.lease, tc.pings); got != tc.want {
+				t.Fatalf("watchLife(%v, %v) = %v, want %v", tc.lease, tc.pings, got, tc.want)
+			}
+		})
+	}
+}

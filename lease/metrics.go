@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -258,6 +259,12 @@ func (m *Manager) writeMetrics(w io.Writer) {
 	}
 	p.family("k8s_lease_log_lines_dropped_total", "counter", "Log lines dropped because the host's log callback could not keep up.")
 	p.sample("k8s_lease_log_lines_dropped_total", "", float64(LogsDropped()))
+	// A C host has no other way to see the library's goroutines (one per
+	// election that leads or follows, plus a constant few). Not under
+	// client_golang's go_goroutines: a host that appends this text to its
+	// own, with a Go collector of its own, would export that family twice.
+	p.family("k8s_lease_goroutines", "gauge", "Goroutines of the library's Go runtime.")
+	p.sample("k8s_lease_goroutines", "", float64(runtime.NumGoroutine()))
 }
 
 func b2f(b bool) float64 {
@@ -286,14 +293,21 @@ func labels(pairs ...string) string {
 
 // escapeLabelValue escapes as the text format requires: backslash, double
 // quote and line feed.
-func escapeLabelValue(v string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
-}
+func escapeLabelValue(v string) string { return labelValueEscaper.Replace(v) }
+
+// escapeHelp escapes a HELP text: backslash and line feed.
+func escapeHelp(v string) string { return helpEscaper.Replace(v) }
+
+// Built once: a Replacer builds its tables on first use, tens of KB.
+var (
+	labelValueEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
+	helpEscaper       = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
+)
 
 type promWriter struct{ w io.Writer }
 
 func (p promWriter) family(name, typ, help string) {
-	help = strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help)
+	help = escapeHelp(help)
 	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
 }
 

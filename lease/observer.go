@@ -12,8 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // snapshot is what a process knows about one Lease, with local times taken
@@ -55,7 +56,7 @@ func (s snapshot) holderView(now time.Time) (holder string, token int64, exists 
 // observer keeps a watch on one Lease and the latest snapshot of it. It is
 // shared by every election, watch and GetHolder on that lease in the process.
 type observer struct {
-	leases coordclient.LeaseInterface
+	leases kubeapi.Leases
 	name   string
 	clock  clock.Clock
 	resync time.Duration
@@ -75,7 +76,7 @@ type observer struct {
 	loopDone   chan struct{}
 }
 
-func newObserver(leases coordclient.LeaseInterface, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
+func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
 	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
 		subs: map[chan struct{}]struct{}{}, stoppedCh: make(chan struct{})}
 	o.snap.highestToken = highestToken

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -61,7 +59,7 @@ func (m *Manager) patchPodLabel(ns, pod, key string, value *string) error {
 	}
 	ctx, cancel := requestContext()
 	defer cancel()
-	_, err = client.CoreV1().Pods(ns).Patch(ctx, pod, types.MergePatchType, patch, metav1.PatchOptions{})
+	err = client.PatchPod(ctx, ns, pod, patch)
 	if err != nil {
 		return fmt.Errorf("patch label %q on pod %s/%s: %w", key, ns, pod, err)
 	}

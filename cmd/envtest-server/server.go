@@ -50,6 +50,12 @@ func startServer(opts options, logf func(string, ...any)) (*server, error) {
 		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	// On SIGTERM, kube-apiserver waits for open watches until its 60 s
+	// shutdown timeout unless told to end them: standbys (ours, and
+	// client-go's reflectors) keep watches open for minutes, and the fault
+	// suite stops and restarts the control plane. An -apiserver-arg of the
+	// same name overrides this.
+	env.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
 	for _, a := range opts.apiserverArgs {
 		k, v, _ := strings.Cut(a, "=")
 		env.ControlPlane.GetAPIServer().Configure().Set(k, v)

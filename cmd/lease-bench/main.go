@@ -32,6 +32,8 @@ type options struct {
 	abiProgram    string
 	candidate     string
 	library       string
+	loadTime      string
+	scale         scalePrograms
 	useKubeconfig bool
 	sections      map[string]bool
 }
@@ -50,13 +52,13 @@ func timingName(t lease.Timing) string {
 
 func main() {
 	var o options
-	childScale := flag.Int("child-scale", 0, "internal: run N elections as leader and report")
-	childImpl := flag.String("child-impl", "", "internal: implementation for -child-scale")
-	window := flag.Duration("window", 60*time.Second, "internal: measuring window for -child-scale")
 	flag.BoolVar(&o.quick, "quick", false, "few samples and short windows (a smoke run, not a measurement)")
 	flag.StringVar(&o.jsonPath, "json", "build/bench.json", "where to write the samples")
 	flag.StringVar(&o.abiProgram, "abi-bench", "build/bin/abi-bench", "the C program that measures the ABI")
-	flag.StringVar(&o.library, "lib", "build/libk8s_lease_wrapper.so", "the shipped library (its size is reported)")
+	flag.StringVar(&o.library, "lib", "build/libk8s_lease_wrapper.so", "the shipped library (its size and load time are reported)")
+	flag.StringVar(&o.loadTime, "load-time", "build/bin/load-time", "the C program that times loading the library (tests/bench/load_time.c)")
+	flag.StringVar(&o.scale.ours, "scale-child", "build/bin/scale-child", "the C program on the library for the scale rows (tests/bench/scale_child.c)")
+	flag.StringVar(&o.scale.clientGo, "clientgo-scale", "build/bin/clientgo-scale", "the client-go program for the scale rows (cmd/lease-bench/clientgoscale)")
 	flag.StringVar(&o.candidate, "candidate", "build/bin/lease-candidate", "the C++ replica program (tests/cpp/lease_candidate.cpp) for the user-pattern table")
 	only := flag.String("only", "", "comma-separated sections to run ("+strings.Join(sectionNames, ",")+"); empty: all")
 	flag.BoolVar(&o.useKubeconfig, "use-kubeconfig", false, "use $KUBECONFIG instead of starting envtest-server")
@@ -75,13 +77,7 @@ func main() {
 		}
 	}
 	lease.SetLogSink(nil) // client-go's klog through our quiet default (warnings and errors only)
-	var err error
-	if *childScale > 0 {
-		err = runScaleChild(impl(*childImpl), *childScale, *window)
-	} else {
-		err = run(o)
-	}
-	if err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "lease-bench:", err)
 		os.Exit(1)
 	}
@@ -145,7 +141,10 @@ func progress(format string, args ...any) {
 
 func (b *bench) runAll(o options, kubeconfig string) error {
 	n, nFailFast, nFailSlow := 15, 8, 4
-	steadyWindow, scaleWindow := 60*time.Second, 60*time.Second
+	// The steady window spans two of a standby's watches (2 min each at
+	// 15 s leases, see lease.watchLife): a shorter one would show 0 or 1
+	// request per standby, not the rate.
+	steadyWindow, scaleWindow := 4*time.Minute, 60*time.Second
 	scales := []int{1, 100, 1000}
 	if o.quick {
 		n, nFailFast, nFailSlow = 2, 1, 1
@@ -272,7 +271,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 		}
 		for _, w := range both {
 			progress("%d elections as leader in one process, %s, window %v", s, w, scaleWindow)
-			res, err := runScale(kubeconfig, w, s, scaleWindow)
+			res, err := o.scale.runScale(kubeconfig, w, s, scaleWindow)
 			if err != nil {
 				return err
 			}
@@ -288,8 +287,23 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.add(label+": leaderships lost in window", w, "count", lost)
 		}
 	}
-	if info, err := os.Stat(o.library); err == nil && o.sections["scale"] {
-		b.add("shipped .so size (stripped)", ours, "MB", float64(info.Size())/1e6)
+	if !o.sections["scale"] {
+		return nil
+	}
+	info, err := os.Stat(o.library)
+	if err != nil {
+		return err
+	}
+	b.add("shipped .so size (stripped)", ours, "MB", float64(info.Size())/1e6)
+	progress("loading %s: dlopen + K8sLeaseInit, 15 runs", o.library)
+	dlopenMs, initMs, rss, err := loadCost(o.loadTime, o.library, kubeconfig, 15)
+	if err != nil {
+		return err
+	}
+	for i := range dlopenMs {
+		b.add("load: dlopen of the .so", ours, "ms", dlopenMs[i])
+		b.add("load: K8sLeaseInit", ours, "ms", initMs[i])
+		b.add("load: RSS after dlopen + Init", ours, "MB", rss[i])
 	}
 	return nil
 }

@@ -1,25 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
-
-	"github.com/k8s-lease/k8s-lease/lease"
 )
 
-// scaleResult is what a child process reports for N elections as leader.
+// scaleResult is what a scale child reports for N elections as leader.
 type scaleResult struct {
 	Elections   int     `json:"elections"`
 	ElectedAll  bool    `json:"elected_all"`
@@ -30,172 +21,69 @@ type scaleResult struct {
 	RequestsSec float64 `json:"requests_per_sec"`
 }
 
-// runScaleChild runs n elections as leader in this process (one shared
-// client, client-side rate limit off for both implementations) and prints
-// a scaleResult after window.
-func runScaleChild(which impl, n int, window time.Duration) error {
-	cfg, err := kubeconfigFromEnv()
-	if err != nil {
-		return err
-	}
-	c := newConn(cfg)
-	t := lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+// scalePrograms are the two children, each a process that holds only its
+// own implementation, as its users run it: ours is a C program on the
+// shared library (tests/bench/scale_child.c), client-go's a Go program
+// that links client-go's leader election and nothing of ours
+// (cmd/lease-bench/clientgoscale). Timings 15/10/2 s, client-side rate
+// limits off, one connection per process for both.
+type scalePrograms struct {
+	ours, clientGo string
+}
+
+// runScale runs the child of one implementation for n elections.
+func (p scalePrograms) runScale(kubeconfig string, which impl, n int, window time.Duration) (scaleResult, error) {
 	prefix := fmt.Sprintf("scale-%s-%d-%d", strings.ReplaceAll(string(which), "-", ""), n, time.Now().UnixNano()%1e6)
-	var losses atomic.Int64
-	elected := make(chan struct{}, n)
-	var stop func()
+	var cmd *exec.Cmd
 	if which == ours {
-		stop, err = scaleOurs(c, prefix, n, t, elected, &losses)
+		cmd = exec.Command(p.ours, benchNamespace, prefix, strconv.Itoa(n), strconv.Itoa(int(window.Seconds())))
 	} else {
-		stop, err = scaleClientGo(c, prefix, n, t, elected, &losses)
+		cmd = exec.Command(p.clientGo, "-namespace", benchNamespace, "-prefix", prefix, "-n", strconv.Itoa(n), "-window", window.String())
 	}
-	if err != nil {
-		return err
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stop()
-		}
-	}()
-	res := scaleResult{Elections: n, ElectedAll: true}
-	deadline := time.After(120 * time.Second)
-	for i := 0; i < n; i++ {
-		select {
-		case <-elected:
-		case <-deadline:
-			res.ElectedAll = false
-			i = n
-		}
-	}
-	reqs, cpu := c.requests.Load(), cpuSeconds()
-	time.Sleep(window)
-	res.RequestsSec = float64(c.requests.Load()-reqs) / window.Seconds()
-	res.CPUPercent = 100 * (cpuSeconds() - cpu) / window.Seconds()
-	res.RSSMB = rssMB()
-	res.Goroutines = runtime.NumGoroutine()
-	stop() // counts, for k8s-lease, the elections that ended in the window
-	stopped = true
-	res.Losses = losses.Load()
-	return json.NewEncoder(os.Stdout).Encode(res)
-}
-
-// scaleOurs starts n elections; one goroutine (not one per election, which
-// would weigh on the measured memory) reports elections, and losses are
-// counted from the elections that ended.
-func scaleOurs(c *conn, prefix string, n int, t lease.Timing, elected chan<- struct{}, losses *atomic.Int64) (func(), error) {
-	client, err := lease.NewClient(c.cfg)
-	if err != nil {
-		return nil, err
-	}
-	m := lease.NewManager(nil)
-	m.SetClient(client)
-	var es []*lease.Election
-	for i := 0; i < n; i++ {
-		e, err := m.RunElection(benchNamespace, fmt.Sprintf("%s-%d", prefix, i), "scale", t)
-		if err != nil {
-			return nil, err
-		}
-		es = append(es, e)
-	}
-	done := make(chan struct{})
-	go func() {
-		reported := make([]bool, n)
-		for left := n; ; time.Sleep(10 * time.Millisecond) {
-			for i, e := range es {
-				if leader, _, _ := e.IsLeader(); leader && !reported[i] {
-					reported[i] = true
-					left--
-					elected <- struct{}{}
-				}
-			}
-			select {
-			case <-done:
-				return
-			default:
-			}
-			if left == 0 {
-				<-done
-				return
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		for _, e := range es {
-			if e.Ended() {
-				losses.Add(1)
-			}
-		}
-		_ = m.Shutdown(30 * time.Second)
-	}, nil
-}
-
-func scaleClientGo(c *conn, prefix string, n int, t lease.Timing, elected chan<- struct{}, losses *atomic.Int64) (func(), error) {
-	client, err := kubernetes.NewForConfig(c.cfg)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	for i := 0; i < n; i++ {
-		lock, err := resourcelock.New(resourcelock.LeasesResourceLock, benchNamespace, fmt.Sprintf("%s-%d", prefix, i),
-			nil, client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: "scale"})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		var leading atomic.Bool
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, LeaseDuration: t.LeaseDuration, RenewDeadline: t.RenewDeadline, RetryPeriod: t.RetryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(context.Context) { leading.Store(true); elected <- struct{}{} },
-				OnStoppedLeading: func() {
-					if leading.Load() && ctx.Err() == nil {
-						losses.Add(1)
-					}
-				},
-			},
-		})
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		go le.Run(ctx)
-	}
-	return cancel, nil
-}
-
-// runScale runs a child process of this binary for one (impl, n).
-func runScale(kubeconfig string, which impl, n int, window time.Duration) (scaleResult, error) {
-	cmd := exec.Command(os.Args[0], "-child-scale", strconv.Itoa(n), "-child-impl", string(which), "-window", window.String())
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return scaleResult{}, fmt.Errorf("scale child %s/%d: %w", which, n, err)
+		return scaleResult{}, fmt.Errorf("scale child %s/%d (%s): %w", which, n, cmd.Path, err)
 	}
 	var res scaleResult
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	return res, json.Unmarshal([]byte(lines[len(lines)-1]), &res)
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+		return scaleResult{}, fmt.Errorf("scale child %s/%d: %w in %q", which, n, err, out)
+	}
+	return res, nil
 }
 
-func rssMB() float64 {
-	data, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(data), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
+// loadCost is what loading the shared library costs a host
+// (tests/bench/load_time.c): dlopen and K8sLeaseInit, in ms, and the RSS
+// after them.
+func loadCost(program, library, kubeconfig string, runs int) (dlopenMs, initMs, rssMB []float64, err error) {
+	for i := 0; i < runs; i++ {
+		cmd := exec.Command(program, library)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("%s %s: %w", program, library, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				continue
+			}
+			v, err := strconv.ParseFloat(f[1], 64)
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("%s: %q: %w", program, line, err)
+			}
+			switch f[0] {
+			case "dlopen_ms":
+				dlopenMs = append(dlopenMs, v)
+			case "init_ms":
+				initMs = append(initMs, v)
+			case "rss_mb":
+				rssMB = append(rssMB, v)
+			}
 		}
 	}
-	return 0
-}
-
-// cpuSeconds is this process's user+system CPU time.
-func cpuSeconds() float64 {
-	data, _ := os.ReadFile("/proc/self/stat")
-	s := string(data)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	utime, _ := strconv.ParseFloat(f[11], 64)
-	stime, _ := strconv.ParseFloat(f[12], 64)
-	return (utime + stime) / 100 // USER_HZ
+	return dlopenMs, initMs, rssMB, nil
 }

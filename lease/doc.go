@@ -1,0 +1,51 @@
+// Package lease is the core of k8s-lease: leader election on
+// coordination.k8s.io/v1 Leases, in pure Go, behind the C ABI of package
+// capi. A Manager owns the client and every election, holder watch and
+// observer of a process; an Election is one candidacy.
+//
+// # Guarantees
+//
+//   - Among k8s-lease processes and plain client-go LeaderElectors on the
+//     same Lease, IsLeader is true in at most one process at a time, under
+//     the clock assumption below: a leader reports itself leader only until
+//     its last successful renewal's send time + renewDeadline, and a standby
+//     takes a held Lease only a full leaseDuration after the last change it
+//     saw; at once only a Lease whose holder's term is known to be over (a
+//     release written by that holder, a Lease never held or deleted) or a
+//     hand-off record naming it (the README's guarantees table has each
+//     case and its test).
+//   - Every write of a leader is a compare-and-swap: acquisitions and
+//     releases on the resourceVersion, renewals by a JSON patch whose tests
+//     check holder, incarnation, token and duration. A foreign write ends
+//     leadership at the next renewal at the latest.
+//   - The fencing token (spec.leaseTransitions at acquisition) rises with
+//     every leadership this process sees, also across a deleted and
+//     re-created Lease.
+//   - Nothing here calls host code (the log sink, holder callbacks) with a
+//     lock held or on the renewal path; a callback may call any function of
+//     the package, Shutdown included.
+//   - A panic on the library's own goroutines ends that election or watch
+//     with ErrInternal; it never reaches the host.
+//
+// # Limits
+//
+//   - Safety rests on clocks that advance at nearly the same rate and on
+//     pauses shorter than leaseDuration − renewDeadline: a leader paused
+//     longer may act after a standby took over. Protect storage with the
+//     fencing token.
+//   - Two processes of ours with one identity never both lead (each election
+//     carries an incarnation); a client-go candidate with the identity of
+//     one of ours does not know the incarnation and can.
+//   - Edits to the Lease by others are detected, not prevented.
+//   - Events, metrics and candidate records are best effort: their failure
+//     never changes an election, and is logged.
+//
+// # Cost
+//
+// One goroutine per election (the candidate or leader loop) and per followed
+// Lease, plus renewal workers in proportion to the renewals in flight
+// (workers.go). A standby keeps one watch per Lease, renewed every few
+// minutes where the transport finds dead connections by itself (watchLife);
+// a leader does not watch its own Lease. The API is reached through package
+// kubeapi, which links only the coordination types.
+package lease
