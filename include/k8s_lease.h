@@ -179,7 +179,10 @@ int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
  * K8sLeaseWaitLost is woken with 0) and, if it led, the Lease has been
  * released (holder cleared, so a standby takes over at once) or the release
  * failed within min(renewDeadline, 10 s). Leadership ends before the release
- * is written, never after. Idempotent: no election is success.
+ * is written, never after. A renewal on its way when it is called is not cut
+ * short (its write may land all the same): the release waits for its answer,
+ * at most half the retry period (a few milliseconds when the API server
+ * answers). Idempotent: no election is success.
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
 int K8sLeaseCancelElection(const char* ns, const char* leaseName, char** errMsg);
@@ -206,7 +209,9 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  * Call it on the leader, say on SIGTERM, instead of K8sLeaseCancelElection.
  * First reads toIdentity's candidate record (one request, at most 10 s):
  * a target with no live record is refused and leadership is kept. Then
- * blocks until toIdentity leads (returns 0) or timeoutMs (> 0) passes.
+ * ends this leadership (after the answer to a renewal on its way, as
+ * K8sLeaseCancelElection), writes the hand-off record, and blocks until
+ * toIdentity leads (returns 0) or timeoutMs (> 0) passes after that write.
  * Safety as always: this process's IsLeader is 0 before the lease is
  * handed over, and the target's is 1 only after its own compare-and-swap
  * took it, with the next fencing token.

@@ -233,7 +233,8 @@ func (e *Election) WaitLost() error {
 
 // Cancel ends the election: leadership ends locally first, then, if it led,
 // the Lease is released (holder cleared) within the renew deadline (at most
-// the request timeout). Idempotent; later calls return nil at once.
+// the request timeout), after the answer to a renewal on its way (at most
+// inlineCut, see lead). Idempotent; later calls return nil at once.
 func (e *Election) Cancel() error {
 	return e.CancelWithin(min(e.timing.RenewDeadline, requestTimeout))
 }

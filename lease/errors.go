@@ -1,12 +1,16 @@
 package lease
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
+)
 
 // Sentinel errors, matched with errors.Is. Messages returned to C start with
 // the wrapped detail, so the sentinel names the area and the detail the cause.
 var (
 	// ErrInvalidArgument: an argument broke a rule; nothing was sent.
-	ErrInvalidArgument = errors.New("invalid argument")
+	ErrInvalidArgument = validate.ErrInvalidArgument
 	// ErrNoConfig: no cluster configuration was found (every function
 	// that needs the cluster loads it on first use; see LoadConfig).
 	ErrNoConfig = errors.New("no Kubernetes configuration found")

@@ -168,11 +168,13 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 	notify := obs.subscribe()
 	defer obs.unsubscribe(notify)
 
-	deadline := m.clock.Now().Add(timeout)
 	written, err := e.handOff(to, min(timeout, e.timing.RenewDeadline, requestTimeout), reason)
 	if err != nil {
 		return err
 	}
+	// The target's time starts with the record: not with the call, whose
+	// leader may first have waited for a renewal's answer (renewInline).
+	deadline := m.clock.Now().Add(timeout)
 	handed := recordOf(written)
 	for {
 		s := obs.snapshot()

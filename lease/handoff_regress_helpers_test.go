@@ -26,14 +26,21 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // process is a Manager on client (a process of its own), without Events,
 // shut down when the test ends.
 func process(t *testing.T, client kubernetes.Interface) *Manager {
 	t.Helper()
+	return processOn(t, clientsetapi.Wrap(client))
+}
+
+// processOn is process on a client of the library's own interface.
+func processOn(t *testing.T, client kubeapi.Client) *Manager {
+	t.Helper()
 	m := NewManager(clock.RealClock{})
-	m.SetClient(clientsetapi.Wrap(client))
+	m.SetClient(client)
 	m.SetEvents(false)
 	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
 	return m

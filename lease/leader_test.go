@@ -112,6 +112,120 @@ func TestPipelineSendsBesideInFlightOnlyWhenSlow(t *testing.T) {
 	}
 }
 
+// A renewal moves to the start of its slot: never later, less than a slot
+// earlier, and renewals due within one slot go out at the same instant.
+func TestRenewalSlot(t *testing.T) {
+	const period = 2 * time.Second
+	for _, tc := range []struct {
+		name    string
+		leaders int64
+		slot    time.Duration // what the number of leaders makes it
+		since   time.Duration // now, after the start of a slot
+		d       time.Duration
+		wantAt  time.Duration // after that start
+	}{
+		{"due at a slot's start", 1, period / 8, 0, period, period},
+		{"due just after a slot's start", 1, period / 8, time.Millisecond, period, period},
+		{"due at a slot's end", 100, period / 8, period/8 - time.Nanosecond, period, period},
+		{"due in the next slot", 1, period / 8, period / 8, period, period + period/8},
+		{"a first renewal, half a period", 1, period / 8, 3 * time.Millisecond, period / 2, period / 2},
+		{"shorter than a slot: unchanged", 1, period / 8, 7 * time.Millisecond, period / 16, 7*time.Millisecond + period/16},
+		{"1000 leaders: 62 slots of about 16", 1000, period / 62, time.Millisecond, period, 62 * (period / 62)},
+		{"1000 leaders, due in the next slot", 1000, period / 62, period/62 + time.Millisecond, period, 63 * (period / 62)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(0, gridPhase).Add(100000 * tc.slot) // a slot's start on the grid
+			d := renewalSlot(start.Add(tc.since), tc.d, period, tc.leaders)
+			if d > tc.d || d <= tc.d-tc.slot {
+				t.Fatalf("renewalSlot(%v) = %v: not within (d - slot, d]", tc.d, d)
+			}
+			if at := tc.since + d; at != tc.wantAt {
+				t.Fatalf("renews %v after the slot's start, want %v", at, tc.wantAt)
+			}
+		})
+	}
+	if d := renewalSlot(time.Now(), time.Second, 7, 1); d != time.Second {
+		t.Fatalf("a period too short for slots moved a renewal: %v", d)
+	}
+}
+
+// The leader renews on its own goroutine while answers come well before
+// the cut (half a retry period, at most the pipelining threshold), on
+// workers otherwise.
+func TestPipelineInline(t *testing.T) {
+	tm := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	short := Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 800 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		t    Timing
+		p    pipeline
+		cut  time.Duration
+		want bool
+	}{
+		{"no answer yet", tm, pipeline{}, time.Second, true},
+		{"fast answers", tm, pipeline{latency: 20 * time.Millisecond}, time.Second, true},
+		{"answers at a quarter of the cut", tm, pipeline{latency: 250 * time.Millisecond}, time.Second, false},
+		{"slow answers", tm, pipeline{latency: 3 * time.Second}, time.Second, false},
+		{"the pipelining threshold first", short, pipeline{}, 50 * time.Millisecond, true}, // (900 - 800) / 2 < 400
+		{"one at a time never keeps up", Timing{LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 800 * time.Millisecond}, pipeline{}, -25 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if cut := inlineCut(tc.t); cut != tc.cut {
+				t.Fatalf("inlineCut = %v, want %v", cut, tc.cut)
+			}
+			if got := tc.p.inline(tc.t); got != tc.want {
+				t.Fatalf("inline = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// A cancel while a renewal is on its way ends leadership at once (IsLeader
+// 0) but does not cut the request short (client-go would log an error, and
+// its write may land all the same): Cancel returns once it is answered, and
+// the release then writes over what it left.
+func TestCancelLetsTheRenewalInFlightFinish(t *testing.T) {
+	leases := &gatedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), gate: make(chan struct{})}
+	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second} // cut after 1 s
+	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	defer obs.stop()
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e.start()
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a renewal in flight", func() bool { return leases.inFlight.Load() == 1 })
+	cancelled := make(chan error, 1)
+	go func() { cancelled <- e.Cancel() }()
+	eventually(t, time.Second, "leadership ended by the cancel", func() bool { ok, _, _ := e.IsLeader(); return !ok && e.Ended() })
+	time.Sleep(200 * time.Millisecond)
+	if n := leases.inFlight.Load(); n != 1 {
+		t.Fatalf("the cancel cut the renewal in flight short (%d in flight)", n)
+	}
+	select {
+	case err := <-cancelled:
+		t.Fatalf("Cancel returned (%v) before the renewal in flight was answered", err)
+	default:
+	}
+	close(leases.gate)
+	select {
+	case err := <-cancelled:
+		if err != nil {
+			t.Fatalf("Cancel: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Cancel did not return after the renewal was answered")
+	}
+	got, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := got.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Fatalf("the lease is still held by %q after Cancel", *h)
+	}
+}
+
 // New leaders renew first at a random point of the second half of the retry
 // period, so elections won together do not renew in lock-step.
 func TestFirstRenewalIsSpreadOverSecondHalf(t *testing.T) {

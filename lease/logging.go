@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"k8s.io/klog/v2"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 )
 
 // Level is a log level: lower is more severe. A message is emitted when its
@@ -84,8 +86,8 @@ func LogsDropped() int64 { return logging.dropped.Load() }
 // SetLogLevel sets the level (0 error .. 3 debug; above 3 raises client-go's
 // verbosity too).
 func SetLogLevel(l Level) error {
-	if l < LevelError || l > maxLevel {
-		return invalid("log level: must be 0..%d, got %d", maxLevel, l)
+	if err := validate.LogLevel(int(l), int(maxLevel)); err != nil {
+		return err
 	}
 	setupKlog()
 	// klog's flag set is not safe for concurrent Set: one caller at a time.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,7 @@ type Manager struct {
 	events       managerEvents              // Kubernetes Events on leadership changes (events.go)
 	candidates   candidateRegistry          // candidate records (candidates.go)
 	handingOff   map[chan struct{}]struct{} // hand-offs in flight, closed when done (Shutdown waits)
+	metricsSize  atomic.Int64               // bytes of the last Metrics text, to size the next
 }
 
 // observedLease is a shared observer: refs counts the elections and holder

@@ -1,8 +1,6 @@
 package lease
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"runtime"
@@ -144,9 +142,14 @@ func requestKind(req *http.Request) (verb, resource string) {
 
 // Metrics returns the library's metrics in the Prometheus text format.
 func (m *Manager) Metrics() string {
-	var b strings.Builder
-	m.writeMetrics(&b)
-	return b.String()
+	// At 1000 elections the text is about 5 MB: sized from the last scrape,
+	// it is built in place rather than grown by doubling.
+	last := m.metricsSize.Load()
+	p := promWriter{}
+	p.b.Grow(int(last + last/8 + 4096))
+	m.writeMetrics(&p)
+	m.metricsSize.Store(int64(p.b.Len()))
+	return p.b.String()
 }
 
 // leaseMetrics is what one lease contributes, read under m.mu.
@@ -157,7 +160,7 @@ type leaseMetrics struct {
 	leading bool
 }
 
-func (m *Manager) writeMetrics(w io.Writer) {
+func (m *Manager) writeMetrics(p *promWriter) {
 	m.mu.Lock()
 	leases := make([]leaseMetrics, 0, len(m.stats))
 	for key, s := range m.stats {
@@ -173,18 +176,17 @@ func (m *Manager) writeMetrics(w io.Writer) {
 	m.mu.Unlock()
 	sort.Slice(leases, func(i, j int) bool { return leases[i].name < leases[j].name })
 
-	p := promWriter{w: w}
 	p.family("leader_election_master_status", "gauge",
 		"1 while this process leads the lease named by name (<namespace>/<lease>), else 0 (the client-go metric).")
 	for _, l := range leases {
 		if l.elected {
-			p.sample("leader_election_master_status", labels("name", l.name), b2f(l.leading))
+			p.sample("leader_election_master_status", b2f(l.leading), "name", l.name)
 		}
 	}
 	p.family("k8s_lease_elections_won_total", "counter", "Terms of leadership this process began on the lease.")
 	for _, l := range leases {
 		if l.elected {
-			p.sample("k8s_lease_elections_won_total", labels("name", l.name), float64(l.stats.acquisitions.Load()))
+			p.sample("k8s_lease_elections_won_total", float64(l.stats.acquisitions.Load()), "name", l.name)
 		}
 	}
 	p.family("k8s_lease_leadership_ended_total", "counter",
@@ -199,14 +201,14 @@ func (m *Manager) writeMetrics(w io.Writer) {
 			n      int64
 		}{{"deleted", s.lossDeleted.Load()}, {"edited", s.lossEdited.Load()}, {"handed_off", s.handOffs.Load()}, {"released", s.releases.Load()},
 			{"renew_deadline", s.lossDeadline.Load()}, {"taken", s.lossTaken.Load()}} {
-			p.sample("k8s_lease_leadership_ended_total", labels("name", l.name, "reason", r.reason), float64(r.n))
+			p.sample("k8s_lease_leadership_ended_total", float64(r.n), "name", l.name, "reason", r.reason)
 		}
 	}
 	p.family("k8s_lease_renewals_total", "counter", "Renewal requests of a held lease, by result (success, error).")
 	for _, l := range leases {
 		if l.elected {
-			p.sample("k8s_lease_renewals_total", labels("name", l.name, "result", "error"), float64(l.stats.renewErrors.Load()))
-			p.sample("k8s_lease_renewals_total", labels("name", l.name, "result", "success"), float64(l.stats.renewals.Load()))
+			p.sample("k8s_lease_renewals_total", float64(l.stats.renewErrors.Load()), "name", l.name, "result", "error")
+			p.sample("k8s_lease_renewals_total", float64(l.stats.renewals.Load()), "name", l.name, "result", "success")
 		}
 	}
 	p.family("k8s_lease_renewal_duration_seconds", "histogram", "Round trip of successful renewals.")
@@ -231,12 +233,12 @@ func (m *Manager) writeMetrics(w io.Writer) {
 	p.family("k8s_lease_conflicts_total", "counter", "Acquisitions refused with 409 Conflict: another writer was first.")
 	for _, l := range leases {
 		if l.elected {
-			p.sample("k8s_lease_conflicts_total", labels("name", l.name), float64(l.stats.conflicts.Load()))
+			p.sample("k8s_lease_conflicts_total", float64(l.stats.conflicts.Load()), "name", l.name)
 		}
 	}
 	p.family("k8s_lease_watch_restarts_total", "counter", "Times the list-and-watch of the lease was restarted after an error.")
 	for _, l := range leases {
-		p.sample("k8s_lease_watch_restarts_total", labels("name", l.name), float64(l.stats.watchRestarts.Load()))
+		p.sample("k8s_lease_watch_restarts_total", float64(l.stats.watchRestarts.Load()), "name", l.name)
 	}
 
 	p.family("k8s_lease_api_requests_total", "counter", "Requests to the API server by verb, resource and HTTP status code (\"error\": no response).")
@@ -255,16 +257,16 @@ func (m *Manager) writeMetrics(w io.Writer) {
 		return a.verb+"\x00"+a.resource+"\x00"+a.code < b.verb+"\x00"+b.resource+"\x00"+b.code
 	})
 	for _, k := range keys {
-		p.sample("k8s_lease_api_requests_total", labels("code", k.code, "resource", k.resource, "verb", k.verb), float64(counts[k]))
+		p.sample("k8s_lease_api_requests_total", float64(counts[k]), "code", k.code, "resource", k.resource, "verb", k.verb)
 	}
 	p.family("k8s_lease_log_lines_dropped_total", "counter", "Log lines dropped because the host's log callback could not keep up.")
-	p.sample("k8s_lease_log_lines_dropped_total", "", float64(LogsDropped()))
+	p.sample("k8s_lease_log_lines_dropped_total", float64(LogsDropped()))
 	// A C host has no other way to see the library's goroutines (one per
 	// election that leads or follows, plus a constant few). Not under
 	// client_golang's go_goroutines: a host that appends this text to its
 	// own, with a Go collector of its own, would export that family twice.
 	p.family("k8s_lease_goroutines", "gauge", "Goroutines of the library's Go runtime.")
-	p.sample("k8s_lease_goroutines", "", float64(runtime.NumGoroutine()))
+	p.sample("k8s_lease_goroutines", float64(runtime.NumGoroutine()))
 }
 
 func b2f(b bool) float64 {
@@ -274,57 +276,113 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// labels renders name/value pairs (already in name order) as {a="x",b="y"}.
-func labels(pairs ...string) string {
-	var b strings.Builder
-	b.WriteByte('{')
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if i > 0 {
-			b.WriteByte(',')
+// promWriter builds the text in one buffer: no string per label set,
+// number or escaped value (a scrape at 1000 elections writes about 90000
+// samples).
+type promWriter struct {
+	b   strings.Builder
+	num [32]byte // room for one formatted number
+}
+
+func (p *promWriter) family(name, typ, help string) {
+	p.b.WriteString("# HELP ")
+	p.b.WriteString(name)
+	p.b.WriteByte(' ')
+	p.escaped(help, false)
+	p.b.WriteString("\n# TYPE ")
+	p.b.WriteString(name)
+	p.b.WriteByte(' ')
+	p.b.WriteString(typ)
+	p.b.WriteByte('\n')
+}
+
+// sample writes one line: name, the label pairs (name, value, ...: already
+// in name order) and the value.
+func (p *promWriter) sample(name string, v float64, pairs ...string) {
+	p.sampleSuffixed(name, "", v, pairs...)
+}
+
+// sampleSuffixed is sample for name+suffix (a histogram's _bucket, _sum,
+// _count), without building that string.
+func (p *promWriter) sampleSuffixed(name, suffix string, v float64, pairs ...string) {
+	p.b.WriteString(name)
+	p.b.WriteString(suffix)
+	if len(pairs) > 0 {
+		p.b.WriteByte('{')
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if i > 0 {
+				p.b.WriteByte(',')
+			}
+			p.b.WriteString(pairs[i])
+			p.b.WriteString(`="`)
+			p.escaped(pairs[i+1], true)
+			p.b.WriteByte('"')
 		}
-		b.WriteString(pairs[i])
-		b.WriteString(`="`)
-		b.WriteString(escapeLabelValue(pairs[i+1]))
-		b.WriteByte('"')
+		p.b.WriteByte('}')
 	}
-	b.WriteByte('}')
-	return b.String()
+	p.b.WriteByte(' ')
+	p.number(v)
+	p.b.WriteByte('\n')
 }
 
-// escapeLabelValue escapes as the text format requires: backslash, double
-// quote and line feed.
-func escapeLabelValue(v string) string { return labelValueEscaper.Replace(v) }
-
-// escapeHelp escapes a HELP text: backslash and line feed.
-func escapeHelp(v string) string { return helpEscaper.Replace(v) }
-
-// Built once: a Replacer builds its tables on first use, tens of KB.
-var (
-	labelValueEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
-	helpEscaper       = strings.NewReplacer(`\`, `\\`, "\n", `\n`)
-)
-
-type promWriter struct{ w io.Writer }
-
-func (p promWriter) family(name, typ, help string) {
-	help = escapeHelp(help)
-	fmt.Fprintf(p.w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, typ)
+// escaped writes v as the text format requires: backslash and line feed
+// escaped, and in a label value also the double quote.
+func (p *promWriter) escaped(v string, labelValue bool) {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '\\':
+			p.b.WriteString(`\\`)
+		case c == '\n':
+			p.b.WriteString(`\n`)
+		case c == '"' && labelValue:
+			p.b.WriteString(`\"`)
+		default:
+			p.b.WriteByte(c)
+		}
+	}
 }
 
-func (p promWriter) sample(name, labels string, v float64) {
-	fmt.Fprintf(p.w, "%s%s %s\n", name, labels, formatFloat(v))
+func (p *promWriter) number(v float64) {
+	switch {
+	case math.IsInf(v, 1):
+		p.b.WriteString("+Inf")
+	case math.IsInf(v, -1):
+		p.b.WriteString("-Inf")
+	case math.IsNaN(v):
+		p.b.WriteString("NaN")
+	default:
+		p.b.Write(strconv.AppendFloat(p.num[:0], v, 'g', -1, 64))
+	}
 }
 
-func (p promWriter) histogram(name, lease string, bounds *buckets, h *histogram) {
+func (p *promWriter) histogram(name, lease string, bounds *buckets, h *histogram) {
 	var cum int64
-	for i, bound := range bounds {
+	les, ok := bucketLabels[bounds]
+	if !ok {
+		les = formatBounds(bounds)
+	}
+	for i := range bounds {
 		cum += h.counts[i].Load()
-		p.sample(name+"_bucket", labels("le", formatFloat(bound), "name", lease), float64(cum))
+		p.sampleSuffixed(name, "_bucket", float64(cum), "le", les[i], "name", lease)
 	}
 	cum += h.counts[histogramBounds].Load()
-	p.sample(name+"_bucket", labels("le", "+Inf", "name", lease), float64(cum))
-	p.sample(name+"_sum", labels("name", lease), time.Duration(h.sum.Load()).Seconds())
-	p.sample(name+"_count", labels("name", lease), float64(cum))
+	p.sampleSuffixed(name, "_bucket", float64(cum), "le", "+Inf", "name", lease)
+	p.sampleSuffixed(name, "_sum", time.Duration(h.sum.Load()).Seconds(), "name", lease)
+	p.sampleSuffixed(name, "_count", float64(cum), "name", lease)
+}
+
+// bucketLabels are the le="..." values of the library's sets of bounds,
+// formatted once.
+var bucketLabels = map[*buckets][histogramBounds]string{
+	&requestBuckets:  formatBounds(&requestBuckets),
+	&campaignBuckets: formatBounds(&campaignBuckets),
+}
+
+func formatBounds(bounds *buckets) (out [histogramBounds]string) {
+	for i, b := range bounds {
+		out[i] = formatFloat(b)
+	}
+	return out
 }
 
 func formatFloat(v float64) string {

@@ -4,35 +4,15 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"k8s.io/apimachinery/pkg/util/validation"
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 )
-
-func validatePodLabel(ns, pod, key string) error {
-	if errs := validation.IsDNS1123Label(ns); ns == "" || len(errs) > 0 {
-		return invalid("namespace %s: must be a DNS-1123 label", clip(ns))
-	}
-	if errs := validation.IsDNS1123Subdomain(pod); pod == "" || len(errs) > 0 {
-		return invalid("pod name %s: must be a DNS-1123 subdomain", clip(pod))
-	}
-	if errs := validation.IsQualifiedName(key); len(errs) > 0 {
-		return invalid("label key %s: %s", clip(key), errs[0])
-	}
-	return nil
-}
-
-func validateLabelValue(value string) error {
-	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
-		return invalid("label value %s: %s", clip(value), errs[0])
-	}
-	return nil
-}
 
 // SetPodLabel sets one label on a Pod with a JSON merge patch.
 func (m *Manager) SetPodLabel(ns, pod, key, value string) error {
-	if err := validatePodLabel(ns, pod, key); err != nil {
+	if err := validate.PodLabel(ns, pod, key); err != nil {
 		return err
 	}
-	if err := validateLabelValue(value); err != nil {
+	if err := validate.LabelValue(value); err != nil {
 		return err
 	}
 	return m.patchPodLabel(ns, pod, key, &value)
@@ -40,7 +20,7 @@ func (m *Manager) SetPodLabel(ns, pod, key, value string) error {
 
 // RemovePodLabel removes one label from a Pod; an absent label is success.
 func (m *Manager) RemovePodLabel(ns, pod, key string) error {
-	if err := validatePodLabel(ns, pod, key); err != nil {
+	if err := validate.PodLabel(ns, pod, key); err != nil {
 		return err
 	}
 	return m.patchPodLabel(ns, pod, key, nil)

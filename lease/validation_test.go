@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 )
 
 func TestValidateKey(t *testing.T) {
@@ -41,7 +43,7 @@ func TestValidateIdentity(t *testing.T) {
 		{"tab\there", "control characters"},
 		{"nl\n", "control characters"},
 		{"bad\xffutf8", "invalid UTF-8"},
-		{strings.Repeat("x", maxIdentityLen+1), "at most 1024 bytes"},
+		{strings.Repeat("x", validate.MaxIdentityLen+1), "at most 1024 bytes"},
 	}
 	for _, tt := range tests {
 		checkValidation(t, "ValidateIdentity("+tt.identity+")", ValidateIdentity(tt.identity), tt.wantErr)
@@ -122,8 +124,8 @@ func TestClipBoundsQuotedLength(t *testing.T) {
 			if got != c.want {
 				t.Fatalf("clip = %s, want %s", got, c.want)
 			}
-			if q := strings.TrimSuffix(got, got[strings.LastIndex(got, `"`)+1:]); len(q) > clipBudget+2 {
-				t.Fatalf("quoted part %d bytes > %d", len(q), clipBudget+2)
+			if q := strings.TrimSuffix(got, got[strings.LastIndex(got, `"`)+1:]); len(q) > validate.ClipBudget+2 {
+				t.Fatalf("quoted part %d bytes > %d", len(q), validate.ClipBudget+2)
 			}
 		})
 	}

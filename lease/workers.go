@@ -5,7 +5,8 @@ import (
 	"time"
 )
 
-// workers runs short jobs (renewals) on goroutines that outlive them: a
+// workers runs short jobs (renewals that must overlap: see lead) on
+// goroutines that outlive them: a
 // job goes to an idle worker if one waits, else to a new one, which then
 // waits workerIdle for more before it ends. Nothing is queued, so a job
 // never waits behind another (a renewal must go out when it is due).

@@ -1,4 +1,4 @@
-package lease
+package validate
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"unicode/utf8"
 )
 
-// The fuzz targets compare each validator with an oracle written from the
-// rules themselves (not from the validator's code), and require every
-// refusal to be an ErrInvalidArgument whose message names the argument.
-// `go test -fuzz=FuzzX ./lease` explores; the corpus in testdata/fuzz runs
-// with every `go test`.
+// The fuzz targets compare each rule with an oracle written from the rules
+// themselves (not from the rule's code), and require every refusal to be an
+// ErrInvalidArgument whose message names the argument. `make fuzz` (or `go
+// test -fuzz=FuzzX ./lease/internal/validate`) explores; the corpus in
+// testdata/fuzz runs with every `go test`.
 
 var (
 	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -55,15 +55,15 @@ func refused(t *testing.T, err error, names ...string) {
 	t.Fatalf("refusal %q names none of %q", err, names)
 }
 
-func FuzzValidateKey(f *testing.F) {
+func FuzzKey(f *testing.F) {
 	for _, s := range [][2]string{{"default", "lease"}, {"", "x"}, {"a", "a.b"}, {"A", "b"}, {"ns", "-x"}, {"ns", "x..y"}, {strings.Repeat("a", 63), strings.Repeat("b", 253)}} {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, ns, name string) {
-		err := ValidateKey(ns, name)
+		err := Key(ns, name)
 		want := isLabel(ns) && isSubdomain(name)
 		if (err == nil) != want {
-			t.Fatalf("ValidateKey(%q, %q) = %v, oracle says valid=%v", ns, name, err, want)
+			t.Fatalf("Key(%q, %q) = %v, oracle says valid=%v", ns, name, err, want)
 		}
 		if err != nil {
 			refused(t, err, "namespace", "lease name")
@@ -71,16 +71,16 @@ func FuzzValidateKey(f *testing.F) {
 	})
 }
 
-func FuzzValidateIdentity(f *testing.F) {
+func FuzzIdentity(f *testing.F) {
 	for _, s := range []string{"pod-0", "", "a\nb", "\xff", "ünï", "\ufffd", strings.Repeat("x", 1025), "tab\t"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
-		err := ValidateIdentity(id)
+		err := Identity(id)
 		want := id != "" && len(id) <= 1024 && utf8.ValidString(id) &&
 			strings.IndexFunc(id, func(r rune) bool { return unicode.IsControl(r) || r == utf8.RuneError }) < 0
 		if (err == nil) != want {
-			t.Fatalf("ValidateIdentity(%q) = %v, oracle says valid=%v", id, err, want)
+			t.Fatalf("Identity(%q) = %v, oracle says valid=%v", id, err, want)
 		}
 		if err != nil {
 			refused(t, err, "identity")
@@ -88,49 +88,49 @@ func FuzzValidateIdentity(f *testing.F) {
 	})
 }
 
-func FuzzTimingFromMillis(f *testing.F) {
+func FuzzMillis(f *testing.F) {
 	f.Add(int64(15000), int64(10000), int64(2000))
 	f.Add(int64(1000), int64(999), int64(800))
 	f.Add(int64(1500), int64(1000), int64(100))
 	f.Add(int64(-1), int64(0), int64(math.MaxInt64))
 	f.Add(int64(math.MaxInt64), int64(1), int64(1))
 	f.Fuzz(func(t *testing.T, d, r, p int64) {
-		got, err := TimingFromMillis(d, r, p)
+		lease, renew, retry, err := Millis(d, r, p)
 		const maxMs = math.MaxInt32 * 1000
 		want := p > 0 && r > 0 && d >= 1000 && d%1000 == 0 && d <= maxMs && d > r && float64(r) > 1.2*float64(p) &&
 			r <= math.MaxInt64/int64(time.Millisecond) && p <= math.MaxInt64/int64(time.Millisecond)
 		if (err == nil) != want {
-			t.Fatalf("TimingFromMillis(%d, %d, %d) = %v, oracle says valid=%v", d, r, p, err, want)
+			t.Fatalf("Millis(%d, %d, %d) = %v, oracle says valid=%v", d, r, p, err, want)
 		}
 		if err != nil {
 			refused(t, err, "lease duration", "renew deadline", "retry period")
 			return
 		}
-		if got.LeaseDuration != time.Duration(d)*time.Millisecond || got.RenewDeadline != time.Duration(r)*time.Millisecond ||
-			got.RetryPeriod != time.Duration(p)*time.Millisecond {
-			t.Fatalf("TimingFromMillis(%d, %d, %d) = %+v: values changed", d, r, p, got)
+		if lease != time.Duration(d)*time.Millisecond || renew != time.Duration(r)*time.Millisecond ||
+			retry != time.Duration(p)*time.Millisecond {
+			t.Fatalf("Millis(%d, %d, %d) = %v, %v, %v: values changed", d, r, p, lease, renew, retry)
 		}
 	})
 }
 
-func FuzzTimingFromSeconds(f *testing.F) {
+func FuzzSeconds(f *testing.F) {
 	f.Add(15, 10, 2)
 	f.Add(2, 1, 0)
 	f.Add(math.MaxInt64/1000+1, 1, 1)
 	f.Add(math.MaxInt32, math.MaxInt32-1, 1)
 	f.Fuzz(func(t *testing.T, d, r, p int) {
-		got, err := TimingFromSeconds(d, r, p)
+		lease, renew, retry, err := Seconds(d, r, p)
 		if err != nil {
 			refused(t, err, "lease duration", "renew deadline", "retry period")
 			return
 		}
 		// Accepted values are exactly what was asked for: no wrap-around.
-		if got.LeaseDuration != time.Duration(d)*time.Second || got.LeaseDuration/time.Second != time.Duration(d) ||
-			got.RenewDeadline/time.Second != time.Duration(r) || got.RetryPeriod/time.Second != time.Duration(p) {
-			t.Fatalf("TimingFromSeconds(%d, %d, %d) = %+v", d, r, p, got)
+		if lease != time.Duration(d)*time.Second || lease/time.Second != time.Duration(d) ||
+			renew/time.Second != time.Duration(r) || retry/time.Second != time.Duration(p) {
+			t.Fatalf("Seconds(%d, %d, %d) = %v, %v, %v", d, r, p, lease, renew, retry)
 		}
-		if got.Validate() != nil {
-			t.Fatalf("accepted timing %+v does not validate", got)
+		if Durations(lease, renew, retry) != nil {
+			t.Fatalf("accepted timing %v, %v, %v does not validate", lease, renew, retry)
 		}
 	})
 }
@@ -143,17 +143,17 @@ func FuzzPodLabelArguments(f *testing.F) {
 	// Control bytes quote to four bytes each: CI found a 513-byte refusal here.
 	f.Add("ns", "p", strings.Repeat("\x00", 63), strings.Repeat("\x7f", 63))
 	f.Fuzz(func(t *testing.T, ns, pod, key, value string) {
-		err := validatePodLabel(ns, pod, key)
+		err := PodLabel(ns, pod, key)
 		want := isLabel(ns) && isSubdomain(pod) && isLabelKey(key)
 		if (err == nil) != want {
-			t.Fatalf("validatePodLabel(%q, %q, %q) = %v, oracle says valid=%v", ns, pod, key, err, want)
+			t.Fatalf("PodLabel(%q, %q, %q) = %v, oracle says valid=%v", ns, pod, key, err, want)
 		}
 		if err != nil {
 			refused(t, err, "namespace", "pod name", "label key")
 		}
-		verr := validateLabelValue(value)
+		verr := LabelValue(value)
 		if vwant := len(value) <= 63 && labelValue.MatchString(value); (verr == nil) != vwant {
-			t.Fatalf("validateLabelValue(%q) = %v, oracle says valid=%v", value, verr, vwant)
+			t.Fatalf("LabelValue(%q) = %v, oracle says valid=%v", value, verr, vwant)
 		}
 		if verr != nil {
 			refused(t, verr, "label value")
@@ -161,16 +161,17 @@ func FuzzPodLabelArguments(f *testing.F) {
 	})
 }
 
-func FuzzSetLogLevel(f *testing.F) {
-	for _, l := range []int{-1, 0, 3, 12, 13, math.MinInt32} {
+// The highest level is package lease's (maxLevel); the rule is the range.
+const highestLevel = 12
+
+func FuzzLogLevel(f *testing.F) {
+	for _, l := range []int{-1, 0, 3, highestLevel, highestLevel + 1, math.MinInt32, math.MaxInt} {
 		f.Add(l)
 	}
-	before := Level(logging.level.Load())
-	f.Cleanup(func() { _ = SetLogLevel(before) })
 	f.Fuzz(func(t *testing.T, l int) {
-		err := SetLogLevel(Level(l))
-		if (err == nil) != (l >= 0 && l <= 12) {
-			t.Fatalf("SetLogLevel(%d) = %v", l, err)
+		err := LogLevel(l, highestLevel)
+		if (err == nil) != (l >= 0 && l <= highestLevel) {
+			t.Fatalf("LogLevel(%d) = %v", l, err)
 		}
 		if err != nil {
 			refused(t, err, "log level")

@@ -1,0 +1,185 @@
+package lease
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
+)
+
+// Regression tests for renewals on the leader's own goroutine (renewInline)
+// and their slots, from an adversarial review.
+
+// delayedPatches answers every renewal (PATCH) after delay, or its
+// context's end; it counts those begun, and those begun after stopped.
+type delayedPatches struct {
+	coordclient.LeaseInterface
+	delay              atomic.Int64
+	started, afterStop atomic.Int32
+	stopped            atomic.Bool
+}
+
+func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	d.started.Add(1)
+	if d.stopped.Load() {
+		d.afterStop.Add(1)
+	}
+	select {
+	case <-time.After(time.Duration(d.delay.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return d.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing) *Election {
+	t.Helper()
+	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// A cancel that waits for a renewal answered after more than a retry
+// period (the renew timer fired meanwhile) sends no renewal after it: the
+// leader used to pick the due renewal over the cancel half the time.
+func TestNoRenewalAfterCancel(t *testing.T) {
+	for trial := range 6 {
+		leases := &delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+		leases.delay.Store(int64(250 * time.Millisecond))
+		e := startLeading(t, leases, Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond})
+		n := leases.started.Load()
+		eventually(t, 5*time.Second, "a renewal begun", func() bool { return leases.started.Load() > n })
+		time.Sleep(150 * time.Millisecond) // past a retry period: the renew timer fired meanwhile
+		leases.stopped.Store(true)
+		_ = e.Cancel()
+		if a := leases.afterStop.Load(); a > 0 {
+			t.Fatalf("trial %d: %d renewal(s) sent after Cancel was called", trial, a)
+		}
+	}
+}
+
+// invalidLate refuses the first renewal as Invalid (the lease is no longer
+// as we hold it) after delay, ignoring its context as a response already
+// read would; later renewals are never answered.
+type invalidLate struct {
+	coordclient.LeaseInterface
+	delay time.Duration
+	n     atomic.Int32
+}
+
+func (s *invalidLate) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if s.n.Add(1) == 1 {
+		time.Sleep(s.delay)
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, name,
+			field.ErrorList{field.Invalid(field.NewPath("spec"), "", "test failed")})
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An API server's refusal that comes back after the inline renewal's cut
+// is a refusal, not slowness: leadership ends at once.
+func TestARefusalAfterTheCutIsNotTakenForSlowness(t *testing.T) {
+	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 400 * time.Millisecond}
+	leases := &invalidLate{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), delay: inlineCut(timing) + 300*time.Millisecond}
+	e := startLeading(t, leases, timing)
+	eventually(t, 5*time.Second, "the first renewal sent", func() bool { return leases.n.Load() >= 1 })
+	eventually(t, inlineCut(timing)+2*time.Second, "leadership ended by the refusal", func() bool {
+		ok, _, _ := e.IsLeader()
+		return !ok
+	})
+}
+
+// A latency that sets in suddenly after fast answers, and stays, costs no
+// leadership while the first slow renewal's replacement, sent at the cut,
+// is answered in time: L < renewDeadline - retryPeriod - inlineCut (2.25 s
+// at the fault suite's 4/3/0.5).
+func TestSuddenLatencyKeepsLeadership(t *testing.T) {
+	for _, latency := range []time.Duration{1500 * time.Millisecond, 1900 * time.Millisecond} {
+		t.Run(latency.String(), func(t *testing.T) {
+			t.Parallel()
+			leases := &delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
+			time.Sleep(1200 * time.Millisecond) // a few fast renewals
+			leases.delay.Store(int64(latency))
+			time.Sleep(6 * time.Second)
+			if e.Ended() {
+				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
+			}
+		})
+	}
+}
+
+// slowOnce delays one renewal of lease "l" once armed.
+type slowOnce struct {
+	kubeapi.Client
+	armed    atomic.Bool
+	inFlight atomic.Int32
+	delay    time.Duration
+}
+
+func (c *slowOnce) Leases(ns string) kubeapi.Leases { return slowOnceLeases{c.Client.Leases(ns), c} }
+
+type slowOnceLeases struct {
+	kubeapi.Leases
+	c *slowOnce
+}
+
+func (l slowOnceLeases) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if name == "l" && l.c.armed.CompareAndSwap(true, false) {
+		l.c.inFlight.Add(1)
+		defer l.c.inFlight.Add(-1)
+		time.Sleep(l.c.delay)
+	}
+	return l.Leases.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// A hand-off begun while a renewal is on its way gives the target its
+// whole timeout from the hand-off record's write: the wait for the
+// renewal's answer is not taken from it.
+func TestHandOffTimeoutStartsAtItsWrite(t *testing.T) {
+	client := fake.NewClientset()
+	slowA := &slowOnce{Client: clientsetapi.Wrap(client), delay: 900 * time.Millisecond}
+	a, b := processOn(t, slowA), process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := b.RunElection("ns", "l", "b", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b follows", func() bool {
+		s := eb.obs.snapshot()
+		cs, err := a.Candidates("ns", "l")
+		return s.synced && s.rec.holder == "a" && err == nil && len(cs) == 2
+	})
+	slowA.armed.Store(true)
+	eventually(t, 5*time.Second, "a renewal in flight", func() bool { return slowA.inFlight.Load() == 1 })
+	if err := a.HandOff("ns", "l", "b", 500*time.Millisecond); err != nil {
+		t.Fatalf("HandOff to a campaigning target: %v", err)
+	}
+}
