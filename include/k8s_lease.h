@@ -179,10 +179,13 @@ int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
  * K8sLeaseWaitLost is woken with 0) and, if it led, the Lease has been
  * released (holder cleared, so a standby takes over at once) or the release
  * failed within min(renewDeadline, 10 s). Leadership ends before the release
- * is written, never after. A renewal on its way when it is called is not cut
- * short (its write may land all the same): the release waits for its answer,
- * at most half the retry period (a few milliseconds when the API server
- * answers). Idempotent: no election is success.
+ * is written, never after. A renewal the election sent on its own thread and
+ * still on its way is not cut short (its write may land all the same): the
+ * release waits for its answer, at most half the retry period (a few
+ * milliseconds when the API server answers). Renewals sent beside each
+ * other while the API server is slow are not waited for: one that lands
+ * after the release fails its compare-and-swap. Idempotent: no election is
+ * success.
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
 int K8sLeaseCancelElection(const char* ns, const char* leaseName, char** errMsg);

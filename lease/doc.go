@@ -44,10 +44,11 @@
 //
 // One goroutine per election (the candidate or leader loop) and per followed
 // Lease. A leader renews on its own goroutine while the API server answers
-// fast, and on workers (workers.go) once a renewal went unanswered for half
-// a retry period. The renewals of one process go out in bursts: at least 8
-// slots per retry period, more above 128 leaders so that a slot holds
-// about 16 (renewalSlot); a burst wakes the process once. A standby keeps one watch per Lease, renewed every few
+// fast, and on workers (workers.go) once a renewal went unanswered for
+// inlineCut (half a retry period at most), or always where renewDeadline <=
+// 4/3 retryPeriod. The renewals of one process go out in bursts: at least 8
+// slots per retry period, and one per 16 leaders above 128 (renewalSlot);
+// a burst wakes the process once. A standby keeps one watch per Lease, renewed every few
 // minutes where the transport finds dead connections by itself (watchLife);
 // a leader does not watch its own Lease. The API is reached through package
 // kubeapi, which links only the coordination types.

@@ -226,21 +226,44 @@ func TestCancelLetsTheRenewalInFlightFinish(t *testing.T) {
 	}
 }
 
-// New leaders renew first at a random point of the second half of the retry
-// period, so elections won together do not renew in lock-step.
-func TestFirstRenewalIsSpreadOverSecondHalf(t *testing.T) {
+// New leaders renew first at a random point of the retry period, so that
+// elections won together do not renew in lock-step.
+func TestFirstRenewalIsSpreadOverThePeriod(t *testing.T) {
 	for _, rp := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
 		seen := map[time.Duration]bool{}
 		for i := 0; i < 1000; i++ {
 			d := firstRenewal(rp)
-			if d < rp/2 || d > rp {
-				t.Fatalf("retry period %v: first renewal after %v, want within [%v, %v]", rp, d, rp/2, rp)
+			if d <= 0 || d > rp {
+				t.Fatalf("retry period %v: first renewal after %v, want within (0, %v]", rp, d, rp)
 			}
 			seen[d] = true
 		}
 		if len(seen) < 100 {
 			t.Errorf("retry period %v: only %d distinct first renewals in 1000", rp, len(seen))
 		}
+	}
+}
+
+// 1000 elections won at one instant use (nearly) every slot of the period,
+// about 16 renewals each: their first renewals, and so all the later ones,
+// spread over the whole period (they filled half the slots, twice as full,
+// when first renewals came in the second half only).
+func TestElectionsWonTogetherFillTheSlots(t *testing.T) {
+	const period, leaders = 2 * time.Second, 1000
+	slot := period / (leaders / renewalBurst)
+	slots := int64(period / slot)
+	won := time.Unix(0, gridPhase).Add(123456789 * time.Nanosecond)
+	perSlot := map[int64]int{}
+	for range leaders {
+		at := won.Add(renewalSlot(won, firstRenewal(period), period, leaders))
+		perSlot[((at.UnixNano()-gridPhase)/int64(slot))%slots]++
+	}
+	fullest := 0
+	for _, n := range perSlot {
+		fullest = max(fullest, n)
+	}
+	if len(perSlot) < int(slots)*9/10 || fullest > 2*renewalBurst {
+		t.Fatalf("%d elections won together renew in %d of %d slots, the fullest with %d", leaders, len(perSlot), slots, fullest)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -74,6 +76,36 @@ func TestLoggingLevelsAndKlogRouting(t *testing.T) {
 		if err := SetLogLevel(bad); err == nil {
 			t.Errorf("SetLogLevel(%d) accepted", bad)
 		}
+	}
+}
+
+// Every level from errors to the highest client-go verbosity is taken
+// (klog's flag too), anything else refused naming the log level, and a
+// refusal leaves the level as it was.
+func TestSetLogLevelRange(t *testing.T) {
+	before := Level(logging.level.Load())
+	t.Cleanup(func() { _ = SetLogLevel(before) })
+	for _, tc := range []struct {
+		level Level
+		ok    bool
+	}{
+		{math.MinInt32, false}, {-1, false}, {LevelError, true}, {LevelDebug, true}, {maxLevel, true}, {maxLevel + 1, false}, {math.MaxInt32, false},
+	} {
+		t.Run(strconv.Itoa(int(tc.level)), func(t *testing.T) {
+			_ = SetLogLevel(LevelWarning)
+			err := SetLogLevel(tc.level)
+			if (err == nil) != tc.ok {
+				t.Fatalf("SetLogLevel(%d) = %v, want ok=%v", tc.level, err, tc.ok)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "log level") {
+					t.Fatalf("refusal %q: not ErrInvalidArgument naming the log level", err)
+				}
+				if l := Level(logging.level.Load()); l != LevelWarning {
+					t.Fatalf("a refused level changed the level to %d", l)
+				}
+			}
+		})
 	}
 }
 

@@ -91,6 +91,9 @@ func Identity(identity string) error {
 // negative values and overflow, and checks it as Durations does.
 func Seconds(leaseDuration, renewDeadline, retryPeriod int) (lease, renew, retry time.Duration, err error) {
 	ms := func(name string, s int) (int64, error) {
+		if s < 0 { // checked here: a large negative s wraps around below
+			return 0, Invalid("%s: must be > 0, got %d s", name, s)
+		}
 		if s > math.MaxInt64/1000 {
 			return 0, Invalid("%s: %d s overflows a duration", name, s)
 		}
