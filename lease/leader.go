@@ -131,10 +131,11 @@ func (e *Election) lead() error {
 
 // renewalSlot moves a renewal due in d earlier, to the start of its slot:
 // a period has renewalSlots slots, or one per renewalBurst leaders of the
-// process when that is more, on a grid of the process's own (gridPhase). The elections of a process with the same retry period that
-// would renew within one slot renew together, and a burst of renewals
-// costs the process one wake-up of its threads where renewals spread out
-// cost one each: at 100 elections in a C host, 2.2 % of a core against
+// process when that is more, on a grid of the process's own (gridPhase).
+// The elections of a process with the same retry period that would renew
+// within one slot renew together, and a burst of renewals costs the
+// process one wake-up of its threads where renewals spread out cost one
+// each: at 100 elections in a C host, 2.2 % of a core against
 // 4.8 % (README, "Cost"). A renewal moves earlier, never later, which
 // never shortens leadership; the period between renewals stays period.
 func renewalSlot(now time.Time, d, period time.Duration, leaders int64) time.Duration {

@@ -342,18 +342,7 @@ func (p *promWriter) escaped(v string, labelValue bool) {
 	}
 }
 
-func (p *promWriter) number(v float64) {
-	switch {
-	case math.IsInf(v, 1):
-		p.b.WriteString("+Inf")
-	case math.IsInf(v, -1):
-		p.b.WriteString("-Inf")
-	case math.IsNaN(v):
-		p.b.WriteString("NaN")
-	default:
-		p.b.Write(strconv.AppendFloat(p.num[:0], v, 'g', -1, 64))
-	}
-}
+func (p *promWriter) number(v float64) { p.b.Write(appendFloat(p.num[:0], v)) }
 
 func (p *promWriter) histogram(name, lease string, bounds *buckets, h *histogram) {
 	var cum int64
@@ -380,19 +369,20 @@ var bucketLabels = map[*buckets][histogramBounds]string{
 
 func formatBounds(bounds *buckets) (out [histogramBounds]string) {
 	for i, b := range bounds {
-		out[i] = formatFloat(b)
+		out[i] = string(appendFloat(nil, b))
 	}
 	return out
 }
 
-func formatFloat(v float64) string {
+// appendFloat appends v as the text format writes numbers.
+func appendFloat(dst []byte, v float64) []byte {
 	switch {
 	case math.IsInf(v, 1):
-		return "+Inf"
+		return append(dst, "+Inf"...)
 	case math.IsInf(v, -1):
-		return "-Inf"
+		return append(dst, "-Inf"...)
 	case math.IsNaN(v):
-		return "NaN"
+		return append(dst, "NaN"...)
 	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+	return strconv.AppendFloat(dst, v, 'g', -1, 64)
 }

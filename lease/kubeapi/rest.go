@@ -180,20 +180,22 @@ func (r *resource[T, L]) Get(ctx context.Context, name string, opts metav1.GetOp
 
 func (r *resource[T, L]) List(ctx context.Context, opts metav1.ListOptions) (L, error) {
 	out := r.newList()
-	req := r.client.Get().Namespace(r.namespace).Resource(r.name).VersionedParams(&opts, parameterCodec)
-	if opts.TimeoutSeconds != nil {
-		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
-	}
-	return out, req.Do(ctx).Into(out)
+	return out, r.listRequest(opts).Do(ctx).Into(out)
 }
 
 func (r *resource[T, L]) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
+	return r.listRequest(opts).Watch(ctx)
+}
+
+// listRequest is the request of a List or a Watch, the client's timeout
+// that of the server (TimeoutSeconds) when one is asked for.
+func (r *resource[T, L]) listRequest(opts metav1.ListOptions) *rest.Request {
 	req := r.client.Get().Namespace(r.namespace).Resource(r.name).VersionedParams(&opts, parameterCodec)
 	if opts.TimeoutSeconds != nil {
 		req = req.Timeout(time.Duration(*opts.TimeoutSeconds) * time.Second)
 	}
-	return req.Watch(ctx)
+	return req
 }
 
 func (r *resource[T, L]) Create(ctx context.Context, in T, opts metav1.CreateOptions) (T, error) {
