@@ -31,6 +31,7 @@ const roleLabel = "k8s-lease.test/role"
 // inherited what the process had already observed), and the label follows
 // the leader with no label call failing.
 func TestUserPatternFailover(t *testing.T) {
+	t.Parallel()
 	admin, err := kubernetes.NewForConfig(server.Config)
 	if err != nil {
 		t.Fatal(err)

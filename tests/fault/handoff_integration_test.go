@@ -22,6 +22,7 @@ import (
 // others never take the lease during the hand-off), with no overlap (the
 // history checker), and it is restarted as kubelet would.
 func TestHandOffToTheNamedReplica(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, steady)
 	ids := []string{"ring-0", "ring-1", "ring-2", "ring-3"}
 	next := func(id string) string {
@@ -33,11 +34,21 @@ func TestHandOffToTheNamedReplica(t *testing.T) {
 		t.Fatalf("no replica %s", id)
 		return ""
 	}
+	admin, err := kubernetes.NewForConfig(server.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := func(id string) candOpts { return candOpts{handoffTo: next(id)} }
 	for _, id := range ids {
 		s.start(id, opts(id))
 	}
 	leader, term := s.awaitLeader(30*time.Second, 0)
+	// A hand-off names a replica seen campaigning (its candidate record
+	// written): on a busy machine a replica can take longer than any fixed
+	// pause to get there.
+	for _, id := range ids {
+		awaitCandidate(t, admin, s.lease, id, "")
+	}
 	time.Sleep(500 * time.Millisecond) // every standby follows the lease
 	const rounds = 6
 	var took []time.Duration
@@ -53,7 +64,8 @@ func TestHandOffToTheNamedReplica(t *testing.T) {
 		t.Logf("round %d: SIGTERM of %s -> %s leads after %v", round, leader.id, nextLeader.id,
 			time.Duration(nextTerm.Start-at).Round(time.Microsecond))
 		s.start(leader.id, opts(leader.id)) // restarted as kubelet would
-		time.Sleep(300 * time.Millisecond)  // and follows the lease again
+		awaitCandidate(t, admin, s.lease, leader.id, "")
+		time.Sleep(300 * time.Millisecond) // and follows the lease again
 		leader, term = nextLeader, nextTerm
 	}
 	s.stopAll()
@@ -72,6 +84,7 @@ func TestHandOffToTheNamedReplica(t *testing.T) {
 // ordinals, replaced last). Safety is judged by the history checker; the
 // leadership moves of each update are counted.
 func TestRollingUpdateWithTheNewestVersionPolicy(t *testing.T) {
+	t.Parallel()
 	admin, err := kubernetes.NewForConfig(server.Config)
 	if err != nil {
 		t.Fatal(err)

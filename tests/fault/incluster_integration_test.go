@@ -52,6 +52,7 @@ var inClusterTiming = timing{3 * time.Second, 2 * time.Second, 500 * time.Millis
 // the library re-reading it on a 401 (NewClient), the leader loses the
 // lease a renew deadline after the old token is refused.
 func TestInClusterServiceAccountTokenRotation(t *testing.T) {
+	t.Parallel()
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Fatalf("this test needs unshare(1) from util-linux for a private mount namespace: %v", err)

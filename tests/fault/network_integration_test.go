@@ -13,6 +13,7 @@ import (
 
 // The leader alone is cut off (its proxy black-holes everything).
 func TestPartitionedLeader(t *testing.T) {
+	t.Parallel()
 	s := newScenario(t, steady)
 	for i := 0; i < 3; i++ {
 		s.start(fmt.Sprintf("part-%d", i), candOpts{proxied: true})

@@ -4,6 +4,15 @@
 // processes (tests/cpp/lease_candidate.cpp, a C++ host linking the shipped
 // .so) compete for one Lease on a real API server while the test injects
 // faults, and internal/history checks their merged logs.
+//
+// Every scenario has a Lease of its own, its own candidates and proxies, so
+// most run in parallel (t.Parallel; `go test -parallel` bounds how many, as
+// candidates at these fast timings are not idle). Go runs the others first,
+// alone: those that stop or freeze the shared control plane or count its
+// requests server-wide (controlplane_integration_test.go,
+// conflicts_integration_test.go), and TestLatencyAndThrottling, whose
+// margins (a leader keeps its lease through half a renew deadline of
+// latency) assume the candidates get the CPU they ask for.
 package fault
 
 import (
