@@ -7,28 +7,45 @@ import (
 )
 
 func TestWorkers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
+		idle time.Duration // the workers' idle time
 		// run gives jobs to w and returns how many workers it expects to
 		// have been started.
 		run func(t *testing.T, w *workers) int64
 	}{
-		{"a job runs", func(t *testing.T, w *workers) int64 {
+		{"a job runs", 200 * time.Millisecond, func(t *testing.T, w *workers) int64 {
 			done := make(chan struct{})
 			w.Go(func() { close(done) })
 			waitClosed(t, done)
 			return 1
 		}},
-		{"jobs one after another share a worker", func(t *testing.T, w *workers) int64 {
+		// A worker counts itself waiting just before it waits, so a job
+		// given at once can miss it (Go then starts another worker, as it
+		// must); on a busy machine that gap is long. The next job is
+		// offered as Go offers it, until the waiting worker takes it, and
+		// the worker waits longer than this row can take.
+		{"a waiting worker takes the next job", 2 * time.Second, func(t *testing.T, w *workers) int64 {
+			done := make(chan struct{})
+			w.Go(func() { close(done) })
+			waitClosed(t, done)
 			for i := 0; i < 20; i++ {
 				done := make(chan struct{})
-				w.Go(func() { close(done) })
+				job := func() { close(done) }
+				eventually(t, 5*time.Second, "the waiting worker taking a job", func() bool {
+					select {
+					case w.idle <- job:
+						return true
+					default:
+						return false
+					}
+				})
 				waitClosed(t, done)
-				eventually(t, time.Second, "the worker waiting again", func() bool { return w.waiting.Load() == 1 })
 			}
 			return 1
 		}},
-		{"jobs at once never wait for each other", func(t *testing.T, w *workers) int64 {
+		{"jobs at once never wait for each other", 200 * time.Millisecond, func(t *testing.T, w *workers) int64 {
 			release := make(chan struct{})
 			var started sync.WaitGroup
 			started.Add(3)
@@ -43,12 +60,12 @@ func TestWorkers(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := newWorkers(200 * time.Millisecond)
+			w := newWorkers(tc.idle)
 			want := tc.run(t, w)
 			if got := w.started.Load(); got != want {
 				t.Fatalf("%d workers started, want %d", got, want)
 			}
-			eventually(t, 5*time.Second, "idle workers ended", func() bool { return w.running.Load() == 0 })
+			eventually(t, tc.idle+5*time.Second, "idle workers ended", func() bool { return w.running.Load() == 0 })
 		})
 	}
 }
