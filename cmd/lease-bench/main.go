@@ -277,6 +277,9 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			}
 			label := fmt.Sprintf("%d election(s) as leader", s)
 			b.add(label+": RSS", w, "MB", res.RSSMB)
+			if res.RSSAfterScrapeMB > 0 {
+				b.add(label+": RSS after a metrics scrape", w, "MB", res.RSSAfterScrapeMB)
+			}
 			b.add(label+": goroutines", w, "count", float64(res.Goroutines))
 			b.add(label+": CPU", w, "% of a core", res.CPUPercent)
 			b.add(label+": requests/s", w, "req/s", res.RequestsSec)

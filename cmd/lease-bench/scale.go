@@ -12,13 +12,16 @@ import (
 
 // scaleResult is what a scale child reports for N elections as leader.
 type scaleResult struct {
-	Elections   int     `json:"elections"`
-	ElectedAll  bool    `json:"elected_all"`
-	Losses      int64   `json:"losses"`
-	RSSMB       float64 `json:"rss_mb"`
-	Goroutines  int     `json:"goroutines"`
-	CPUPercent  float64 `json:"cpu_percent"`
-	RequestsSec float64 `json:"requests_per_sec"`
+	Elections  int     `json:"elections"`
+	ElectedAll bool    `json:"elected_all"`
+	Losses     int64   `json:"losses"`
+	RSSMB      float64 `json:"rss_mb"`
+	// RSSAfterScrapeMB: ours only, after the metrics scrape that reads
+	// the request count (client-go's side has none).
+	RSSAfterScrapeMB float64 `json:"rss_after_scrape_mb,omitempty"`
+	Goroutines       int     `json:"goroutines"`
+	CPUPercent       float64 `json:"cpu_percent"`
+	RequestsSec      float64 `json:"requests_per_sec"`
 }
 
 // scalePrograms are the two children, each a process that holds only its

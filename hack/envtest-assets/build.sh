@@ -53,7 +53,7 @@ cgv=k8s.io/client-go/pkg/version
 ldflags="$ldflags -X $cgv.gitVersion=$KUBE_VERSION -X $cgv.gitMajor=1 -X $cgv.gitMinor=$minor"
 
 start=$(date +%s)
-log "building kube-apiserver and kubectl $KUBE_VERSION (about 12 minutes on 2 cores the first time)"
+log "building kube-apiserver and kubectl $KUBE_VERSION (about 11 minutes on 2 cores the first time)"
 (cd "$here/kube-apiserver" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags" \
   -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 log "building etcd $ETCD_VERSION"
