@@ -6,10 +6,10 @@ import (
 )
 
 // workers runs short jobs (renewals that must overlap: see lead) on
-// goroutines that outlive them: a
-// job goes to an idle worker if one waits, else to a new one, which then
-// waits workerIdle for more before it ends. Nothing is queued, so a job
-// never waits behind another (a renewal must go out when it is due).
+// goroutines that outlive them: a job goes to an idle worker if one waits,
+// else to a new one, which then waits workerIdle for more before it ends.
+// Nothing is queued, so a job never waits behind another (a renewal must
+// go out when it is due).
 //
 // Why not a goroutine per job: a new goroutine starts on a small stack and
 // grows it (copying) through client-go's request path every time; at 1000
