@@ -106,6 +106,10 @@ int K8sLeaseInit(char** errMsg);
  * K8sLeaseRunElection - start a candidacy on ns/leaseName as identity, with
  * client-go's timings in whole seconds. Returns at once (never waits for the
  * network); campaigning, renewing and releasing run in the background.
+ * Elections started together make their first round of requests at most 16
+ * at a time per process, the others in turn (a burst of them leaves memory
+ * behind); later requests - renewals, retries, a standby's takeover - never
+ * wait. The wait counts in K8sLeaseWaitElected's timeout.
  * Rules: identity non-empty, no control characters, at most 1024 bytes;
  * leaseDurationSec > renewDeadlineSec > 1.2 * retryPeriodSec > 0.
  * One election per lease per process: a second one on the same lease is

@@ -50,6 +50,10 @@
 // slots per retry period, and one per 16 leaders above 128 (renewalSlot);
 // a burst wakes the process once. A standby keeps one watch per Lease, renewed every few
 // minutes where the transport finds dead connections by itself (watchLife);
-// a leader does not watch its own Lease. The API is reached through package
-// kubeapi, which links only the coordination types.
+// a leader does not watch its own Lease. Elections started together make
+// their first round of requests (a list, a watch, the first acquisition)
+// at most 16 at a time, process-wide (firstRounds): the others wait for a
+// place, which bounds the startup burst whose memory a process would keep;
+// renewals, retries and a standby's takeover never wait. The API is reached
+// through package kubeapi, which links only the coordination types.
 package lease

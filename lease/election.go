@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -70,6 +71,12 @@ type Election struct {
 	candidacy      *candidacy // its candidate record (candidates.go); nil: none
 	preferredTried string     // the preferred holder last acted on (e.mu)
 	preferredAt    time.Time  // and when
+	// firstRounds admits the election to its first round; firstRoundOver
+	// leaves it once that round has an outcome (run's goroutine only). nil:
+	// no gate (unit tests that build elections by hand).
+	firstRounds    *gate
+	firstRoundOver func()
+	admitted       atomic.Bool // past firstRounds: it has sent or may send requests
 }
 
 func newIncarnation() string {
@@ -105,7 +112,21 @@ func (e *Election) run() {
 	defer e.recordLoss() // after containPanic: a contained panic's end is recorded too
 	defer e.containPanic()
 	injectPanic("campaign")
-	if err := e.campaign(notify); err != nil {
+	started := e.clock.Now() // the campaign's time includes its wait for a place
+	if e.firstRounds != nil {
+		leave, ok := e.firstRounds.enter(e.ctx.Done())
+		if !ok {
+			return // cancelled before its first round
+		}
+		e.firstRoundOver = leave
+		defer leave()
+	}
+	e.admitted.Store(true)
+	if e.ctx.Err() != nil {
+		return // cancelled meanwhile (enter may pick a free place over a cancel)
+	}
+	e.obs.start() // its list is this election's first request
+	if err := e.campaign(notify, started); err != nil {
 		if e.end(err) {
 			logf(LevelError, "lease %s: %s gives up its candidacy: %v", e.key, e.identity, err)
 		}
@@ -205,6 +226,10 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 			return token, nil
 		}
 		_ = e.Cancel()
+		if !e.admitted.Load() {
+			return 0, fmt.Errorf("%w after %v; candidacy cancelled before its first request: it waited for its turn among "+
+				"the elections this process was starting (%d at a time)", ErrWaitTimeout, timeout, cap(e.firstRounds.slots))
+		}
 		if last := e.lastAPIError(); last != nil {
 			return 0, fmt.Errorf("%w after %v; candidacy cancelled; last API error: %v", ErrWaitTimeout, timeout, last)
 		}
@@ -299,10 +324,9 @@ func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
 // unauthorized: a bad or rotated token; the namespace missing) are reported
 // at once and retried with capped backoff (fixRetryMax), so the candidate is
 // elected without a restart once the cluster is fixed.
-func (e *Election) campaign(notify <-chan struct{}) error {
+func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
 	fixRetry := newBackoff(min(e.timing.RetryPeriod, fixRetryMax), fixRetryMax)
-	started := e.clock.Now()
 	var freeSince time.Time // when this campaign last judged the lease free
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
@@ -320,6 +344,7 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity)
 		if act == actWait || act == actWaitSync && snap.err != nil {
 			e.recordCandidacy() // a standby now: its record costs the campaign nothing
+			e.leaveFirstRound()
 		}
 		if act == actWait {
 			// Another holder is the reason now: earlier errors are not.
@@ -337,6 +362,7 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 			freeSince = e.clock.Now()
 		}
 		err := e.acquire(snap, act == actCreate, started, freeSince)
+		e.leaveFirstRound()
 		if err == nil {
 			return nil
 		}
@@ -369,6 +395,13 @@ func (e *Election) campaign(notify <-chan struct{}) error {
 		}
 	}
 	return nil
+}
+
+// leaveFirstRound gives back this election's place in firstRounds (once).
+func (e *Election) leaveFirstRound() {
+	if e.firstRoundOver != nil {
+		e.firstRoundOver()
+	}
 }
 
 // fixRetryMax caps the backoff of a candidate blocked by an error only an

@@ -157,7 +157,7 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 	// shows the target taking the lease.
 	m.mu.Lock()
 	m.handingOff[done] = struct{}{}
-	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()))
+	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()

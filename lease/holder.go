@@ -24,7 +24,7 @@ func (m *Manager) GetHolder(ns, name string) (HolderState, error) {
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	ol := m.observeLocked(client, key, watchLife(0, client.FindsDeadConnections()))
+	ol := m.observeLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
 	obs := ol.obs
 	if ol.refs == 0 {
 		m.scheduleReapLocked()

@@ -97,6 +97,7 @@ type Manager struct {
 	candidates   candidateRegistry          // candidate records (candidates.go)
 	handingOff   map[chan struct{}]struct{} // hand-offs in flight, closed when done (Shutdown waits)
 	metricsSize  atomic.Int64               // bytes of the last Metrics text, to size the next
+	firstRounds  *gate                      // admits elections to their first round (firstrounds.go)
 }
 
 // observedLease is a shared observer: refs counts the elections and holder
@@ -116,7 +117,7 @@ func NewManager(clk clock.Clock) *Manager {
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		handingOff: map[chan struct{}]struct{}{}}
+		handingOff: map[chan struct{}]struct{}{}, firstRounds: firstRounds}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -164,9 +165,9 @@ func (m *Manager) client() (kubeapi.Client, error) {
 }
 
 // observeLocked returns the shared observer of key, starting it (or
-// resuming its follow loop) if needed; m.mu held. An observer with no
-// election or watch is idle: see idleObserverTimeout.
-func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Duration) *observedLease {
+// resuming its follow loop) if needed and start is set; m.mu held. An
+// observer with no election or watch is idle: see idleObserverTimeout.
+func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Duration, start bool) *observedLease {
 	ol := m.observers[key]
 	if ol == nil {
 		m.evictIdleLocked(maxIdleObservers - 1)
@@ -176,16 +177,19 @@ func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Dura
 	} else {
 		ol.obs.lowerResync(resync)
 	}
-	ol.obs.start() // no-op while it runs, or while an election of ours leads
+	if start {
+		ol.obs.start() // no-op while it runs, or while an election of ours leads
+	}
 	ol.lastUsed = m.clock.Now()
 	return ol
 }
 
 // acquireObserverLocked returns the shared observer of key for an election
-// or a holder watch; each call must be paired with releaseObserver. m.mu
-// held.
-func (m *Manager) acquireObserverLocked(client kubeapi.Client, key Key, resync time.Duration) *observer {
-	ol := m.observeLocked(client, key, resync)
+// or a holder watch, started when start is set (an election starts it
+// itself, once admitted to its first round: see firstRounds); each call
+// must be paired with releaseObserver. m.mu held.
+func (m *Manager) acquireObserverLocked(client kubeapi.Client, key Key, resync time.Duration, start bool) *observer {
+	ol := m.observeLocked(client, key, resync, start)
 	ol.refs++
 	return ol.obs
 }
@@ -372,7 +376,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	if old != nil {
 		m.keepReplacedLocked(old)
 	}
-	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()))
+	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()), false)
 	e := newElection(key, identity, t, client.Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).campaigns.Add(1)
@@ -382,6 +386,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
 	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
 	e.candidacy = newCandidacy(e, &m.candidates)
+	e.firstRounds = m.firstRounds
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -511,7 +516,7 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
 	}
-	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()))
+	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
 	stats := m.statsLocked(key)
 	stats.watchesStarted.Add(1)
 	var w *HolderWatch
