@@ -1,9 +1,14 @@
 package kubeapi
 
 import (
+	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -33,6 +38,49 @@ func TestPingsDeadConnections(t *testing.T) {
 			}
 			if got := c.FindsDeadConnections(); got != tc.wantsPings {
 				t.Fatalf("FindsDeadConnections = %v, want %v", got, tc.wantsPings)
+			}
+		})
+	}
+}
+
+// A renewal's patch addresses the Lease as a Get does, under the server's
+// base path, with its options as query parameters.
+func TestPatchAddressesTheLease(t *testing.T) {
+	for _, tc := range []struct{ name, base string }{
+		{"no base path", ""},
+		{"a base path (a proxy in front of the API server)", "/k8s/clusters/c-1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen := make(chan *http.Request, 2)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				seen <- r
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"name":"l","namespace":"ns","resourceVersion":"7"}}`)
+			}))
+			defer srv.Close()
+			c, err := New(&rest.Config{Host: srv.URL + tc.base})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := c.Leases("ns").Get(ctx, "l", metav1.GetOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.Leases("ns").Patch(ctx, "l", types.JSONPatchType, []byte(`[]`), metav1.PatchOptions{FieldManager: "m"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ResourceVersion != "7" {
+				t.Fatalf("decoded resourceVersion %q, want 7", got.ResourceVersion)
+			}
+			get, patch := <-seen, <-seen
+			want := tc.base + "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+			if get.URL.Path != want || patch.URL.Path != want {
+				t.Fatalf("paths: get %q, patch %q, want %q", get.URL.Path, patch.URL.Path, want)
+			}
+			if patch.Method != http.MethodPatch || patch.URL.Query().Get("fieldManager") != "m" ||
+				patch.Header.Get("Content-Type") != string(types.JSONPatchType) {
+				t.Fatalf("patch: %s ?%s, Content-Type %q", patch.Method, patch.URL.RawQuery, patch.Header.Get("Content-Type"))
 			}
 		})
 	}
