@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -81,6 +82,40 @@ func TestPatchAddressesTheLease(t *testing.T) {
 			if patch.Method != http.MethodPatch || patch.URL.Query().Get("fieldManager") != "m" ||
 				patch.Header.Get("Content-Type") != string(types.JSONPatchType) {
 				t.Fatalf("patch: %s ?%s, Content-Type %q", patch.Method, patch.URL.RawQuery, patch.Header.Get("Content-Type"))
+			}
+		})
+	}
+}
+
+// Patch refuses, before sending anything, a name or namespace that is not
+// one path segment, as client-go's Name and Namespace do.
+func TestPatchRefusesWhatIsNotAPathSegment(t *testing.T) {
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		http.Error(w, "unexpected", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	c, err := New(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, namespace, lease string }{
+		{"empty name", "ns", ""},
+		{"name with a slash", "ns", "a/b"},
+		{"name ..", "ns", ".."},
+		{"name with a percent sign", "ns", "a%2F"},
+		{"empty namespace", "", "l"},
+		{"namespace with a slash", "a/b", "l"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := sent.Load()
+			_, err := c.Leases(tc.namespace).Patch(context.Background(), tc.lease, types.JSONPatchType, []byte(`[]`), metav1.PatchOptions{})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if n := sent.Load() - before; n != 0 {
+				t.Fatalf("%d request(s) sent", n)
 			}
 		})
 	}
