@@ -1,14 +1,11 @@
 package lease
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 )
@@ -99,7 +96,7 @@ func TestFirstRoundsAnUnreadableLeaseDoesNotKeepOthersOut(t *testing.T) {
 	client := fake.NewClientset()
 	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.ListAction).GetListRestrictions().Fields.String() == "metadata.name=locked" {
-			return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no"))
+			return true, nil, forbiddenErr()
 		}
 		return false, nil, nil
 	})
@@ -145,10 +142,8 @@ func TestFirstRoundsACancelEndsAWaitingElection(t *testing.T) {
 	if err := e.WaitLost(); err != nil {
 		t.Fatalf("WaitLost: %v", err)
 	}
-	for _, a := range client.Actions() {
-		if a.GetResource().Resource == "leases" {
-			t.Fatalf("a request while waiting for the first round: %s", a.GetVerb())
-		}
+	if n := countVerbs(t, client.Actions()); len(n) != 0 {
+		t.Fatalf("requests on Leases while waiting for the first round: %v", n)
 	}
 }
 
@@ -191,17 +186,6 @@ func leadElsewhere(t *testing.T, client *fake.Clientset, name string) *Election 
 	return e
 }
 
-// leaseRequests counts the requests on Leases the fake client has seen.
-func leaseRequests(client *fake.Clientset) int {
-	n := 0
-	for _, a := range client.Actions() {
-		if a.GetResource().Resource == "leases" {
-			n++
-		}
-	}
-	return n
-}
-
 // An election sends nothing while the gate is full, and is elected once a
 // place is left; a WaitElected that times out meanwhile says why.
 func TestFirstRoundsAQueuedElectionWaitsForAPlace(t *testing.T) {
@@ -218,8 +202,8 @@ func TestFirstRoundsAQueuedElectionWaitsForAPlace(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "before its first request") {
 		t.Fatalf("WaitElected of a queued election: %v, want a timeout that says it was queued", err)
 	}
-	if n := leaseRequests(client); n != 0 {
-		t.Fatalf("%d requests on Leases while the gate was full", n)
+	if n := countVerbs(t, client.Actions()); len(n) != 0 {
+		t.Fatalf("requests on Leases while the gate was full: %v", n)
 	}
 	e, err := m.RunElection("ns", "next", "a", unitTiming)
 	if err != nil {
