@@ -7,6 +7,14 @@ import (
 
 func TestDecide(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	// handOffTo is the hand-off record to id written at t0 (token 3, 10 s);
+	// renewedBy moves its renewTime as any other writer's write would.
+	handOffTo := func(id string) record {
+		r := record{exists: true, holder: handOffHolder(id), handOffTo: id, durationSeconds: 10, token: 3, renewTime: t0}
+		r.handOffAt = microString(t0)
+		return r
+	}
+	renewedBy := func(r record, later time.Duration) record { r.renewTime = r.renewTime.Add(later); return r }
 	const ownLease = 12 * time.Second // the deciding candidate's lease duration
 	held := record{exists: true, holder: "a", durationSeconds: 10, token: 3}
 	tests := []struct {
@@ -47,12 +55,13 @@ func TestDecide(t *testing.T) {
 			t0.Add(31 * time.Second), actWait, t0.Add(40 * time.Second)},
 		// A hand-off record (K8sLeaseHandOff): the target takes it at once;
 		// every other candidate waits its term out, as for a live holder.
-		{"handed off to me", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("me"), handOffTo: "me", durationSeconds: 10, token: 3},
-			observedAt: t0}, t0, actAcquire, time.Time{}},
-		{"handed off to another", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("b"), handOffTo: "b", durationSeconds: 10, token: 3},
-			observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
-		{"handed off to another, who never took it", snapshot{synced: true, rec: record{exists: true, holder: handOffHolder("b"), handOffTo: "b", durationSeconds: 10, token: 3},
-			observedAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
+		{"handed off to me", snapshot{synced: true, rec: handOffTo("me"), observedAt: t0}, t0, actAcquire, time.Time{}},
+		{"handed off to another", snapshot{synced: true, rec: handOffTo("b"), observedAt: t0}, t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		{"handed off to another, who never took it", snapshot{synced: true, rec: handOffTo("b"), observedAt: t0}, t0.Add(10 * time.Second), actAcquire, time.Time{}},
+		// The record renewed by someone else since (a client-go candidate
+		// named like its holder): no hand-off any more, a live holder.
+		{"a hand-off record renewed by another writer", snapshot{synced: true, rec: renewedBy(handOffTo("me"), time.Second), observedAt: t0},
+			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
 		{"held by me in another incarnation (a restart): not a hand-off", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", incarnation: "old", durationSeconds: 10, token: 3}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},

@@ -33,9 +33,11 @@ import (
 // same Role grants.
 //
 // Load: one write when a candidacy starts, one per candidateRefresh while it
-// lasts (0.0033 requests/s), and a delete when it ends. Best effort: a
-// record that cannot be written (RBAC) is logged once and changes nothing
-// else, except that a hand-off to that candidate is refused as "not seen".
+// lasts (0.0033 requests/s), and a delete when it ends; a write that fails
+// is tried again with backoff, at most one write per 30 s while the
+// failure lasts. Best effort: a record that cannot be written (RBAC) is
+// logged once and changes nothing else, except that a hand-off to that
+// candidate is refused as "not seen".
 // A process that crashes leaves its record until candidateTTL passes: a
 // hand-off to it times out and the lease is released.
 
@@ -195,6 +197,23 @@ func candidateRecordName(lease, identity string) string {
 	return lease + suffix
 }
 
+// putAttempts bounds a record write's create-get-update rounds: a round is
+// lost only to another writer of the same record (the delete of this
+// identity's previous candidacy, or its last refresh), which happens once.
+const putAttempts = 4
+
+// errNotOurRecord: an object of the record's name exists that the library
+// did not create (no CandidateOfLabel for this lease). It is never written
+// over, so retrying soon would not help: the write waits for the refresh.
+var errNotOurRecord = errors.New("exists and is not a candidate record")
+
+// rewriteAgain reports an update lost to another writer of the record:
+// deleted since the get (the previous candidacy's delete: create it again)
+// or rewritten (its last refresh: read it again).
+func rewriteAgain(err error) bool {
+	return apierrors.IsNotFound(err) || apierrors.IsConflict(err)
+}
+
 // deleteIfAt deletes only at resource version rv (none given: any).
 func deleteIfAt(rv string) metav1.DeleteOptions {
 	if rv == "" {
@@ -227,28 +246,35 @@ func (s leaseRecords) put(ctx context.Context, lease string, c Candidate) (strin
 			CandidatePriorityAnnotation: strconv.Itoa(int(c.Priority)), CandidateOfLabel: lease}
 		l.Spec = coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, RenewTime: &renew, AcquireTime: &renew}
 	}
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	want(l)
-	got, err := leases.Create(ctx, l, metav1.CreateOptions{})
-	if err == nil {
-		return got.ResourceVersion, nil
+	var err error
+	for range putAttempts {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		want(l)
+		var got, cur *coordinationv1.Lease
+		if got, err = leases.Create(ctx, l, metav1.CreateOptions{}); err == nil {
+			return got.ResourceVersion, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		if cur, err = leases.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // deleted since the create: create it again
+			}
+			return "", err
+		}
+		if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
+			return "", fmt.Errorf("lease %s %w of %s: not overwritten", name, errNotOurRecord, lease)
+		}
+		want(cur)
+		if got, err = leases.Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			return got.ResourceVersion, nil
+		}
+		if !rewriteAgain(err) {
+			return "", err
+		}
 	}
-	if !apierrors.IsAlreadyExists(err) {
-		return "", err
-	}
-	cur, err := leases.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
-		return "", fmt.Errorf("lease %s exists and is not a candidate record of %s: not overwritten", name, lease)
-	}
-	want(cur)
-	got, err = leases.Update(ctx, cur, metav1.UpdateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return got.ResourceVersion, nil
+	return "", fmt.Errorf("lease %s: deleted or rewritten under each of %d writes: %w", name, putAttempts, err)
 }
 
 func (s leaseRecords) remove(ctx context.Context, lease, identity, rv string) error {
@@ -330,28 +356,35 @@ func (s leaseCandidates) put(ctx context.Context, lease string, c Candidate) (st
 		l.Spec = coordinationv1beta1.LeaseCandidateSpec{LeaseName: lease, RenewTime: &renew, BinaryVersion: bin,
 			Strategy: candidateStrategy}
 	}
-	l := &coordinationv1beta1.LeaseCandidate{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	want(l)
-	got, err := api.Create(ctx, l, metav1.CreateOptions{})
-	if err == nil {
-		return got.ResourceVersion, nil
+	var err error
+	for range putAttempts { // as leaseRecords.put
+		l := &coordinationv1beta1.LeaseCandidate{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		want(l)
+		var got, cur *coordinationv1beta1.LeaseCandidate
+		if got, err = api.Create(ctx, l, metav1.CreateOptions{}); err == nil {
+			return got.ResourceVersion, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		if cur, err = api.Get(ctx, name, metav1.GetOptions{}); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return "", err
+		}
+		if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
+			return "", fmt.Errorf("leasecandidate %s %w of %s: not overwritten", name, errNotOurRecord, lease)
+		}
+		want(cur)
+		if got, err = api.Update(ctx, cur, metav1.UpdateOptions{}); err == nil {
+			return got.ResourceVersion, nil
+		}
+		if !rewriteAgain(err) {
+			return "", err
+		}
 	}
-	if !apierrors.IsAlreadyExists(err) {
-		return "", err
-	}
-	cur, err := api.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return "", err
-	}
-	if cur.Labels[CandidateOfLabel] != candidateOfValue(lease) {
-		return "", fmt.Errorf("leasecandidate %s exists and is not a candidate record of %s: not overwritten", name, lease)
-	}
-	want(cur)
-	got, err = api.Update(ctx, cur, metav1.UpdateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return got.ResourceVersion, nil
+	return "", fmt.Errorf("leasecandidate %s: deleted or rewritten under each of %d writes: %w", name, putAttempts, err)
 }
 
 func (s leaseCandidates) remove(ctx context.Context, lease, identity, rv string) error {
@@ -473,8 +506,11 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 // candidacy keeps an election's candidate record: written when the
 // candidacy starts and every candidateRefresh (a timer: no goroutine while
 // it waits, so a thousand elections cost no thousand goroutines), deleted
-// when it ends. Writes and the delete are serialized, so a delete never
-// precedes the write it undoes. Never on the renewal path.
+// when it ends. A write that fails is tried again with backoff
+// (candidateRetryMin doubling to candidateRetryMax), not a refresh later:
+// until it lands, hand-offs to this candidate are refused. Writes and the
+// delete are serialized, so a delete never precedes the write it undoes.
+// Never on the renewal path.
 type candidacy struct {
 	e    *Election
 	reg  *candidateRegistry
@@ -482,6 +518,7 @@ type candidacy struct {
 
 	startOnce sync.Once  // the first write (Election.recordCandidacy)
 	ops       sync.Mutex // one write or delete at a time
+	retry     *backoff   // of failed writes; under ops
 	mu        sync.Mutex
 	timer     *time.Timer
 	ended     bool
@@ -489,11 +526,21 @@ type candidacy struct {
 	rv        string // of our last write: the delete is conditional on it
 }
 
+// The backoff of a failed record write: soon after a transient error, and
+// at most every candidateRetryMax while one lasts (an operator's fix of
+// RBAC shows within that).
+const (
+	candidateRetryMin = time.Second
+	candidateRetryMax = 30 * time.Second
+)
+
 func newCandidacy(e *Election, reg *candidateRegistry) *candidacy {
-	return &candidacy{e: e, reg: reg, done: make(chan struct{})}
+	return &candidacy{e: e, reg: reg, done: make(chan struct{}), retry: newBackoff(candidateRetryMin, candidateRetryMax)}
 }
 
-// put writes the record and schedules the next write, unless ended.
+// put writes the record and schedules the next write, unless ended: a
+// refresh after a success (or a foreign object of the record's name, which
+// is never written over), a retry with backoff after a failure.
 func (c *candidacy) put() {
 	c.ops.Lock()
 	defer c.ops.Unlock()
@@ -508,15 +555,27 @@ func (c *candidacy) put() {
 	ctx, cancel := context.WithTimeout(withNS(context.Background(), e.key.Namespace), requestTimeout)
 	defer cancel()
 	rv, err := store.put(ctx, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()})
+	next := candidateRefresh
+	switch {
+	case err == nil:
+		c.retry.reset()
+	case errors.Is(err, errNotOurRecord):
+		c.reg.reportOnce(e.key, store.kind(), err)
+	default:
+		c.reg.reportOnce(e.key, store.kind(), err)
+		next = c.retry.next()
+		logf(LevelDebug, "lease %s: writing the candidate record of %s again in %v: %v", e.key, e.identity, next.Round(time.Millisecond), err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err != nil {
-		c.reg.reportOnce(e.key, store.kind(), err)
-	} else {
+	if err == nil {
 		c.rv, c.written = rv, true
 	}
 	if !c.ended {
-		c.timer = time.AfterFunc(candidateRefresh, c.put)
+		if c.timer != nil {
+			c.timer.Stop() // a put called besides the timer's: one pending write at most
+		}
+		c.timer = time.AfterFunc(next, c.put)
 	}
 }
 

@@ -221,9 +221,13 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	case <-e.elected:
 	case <-e.ended:
 	case <-timer.C():
-		// Being elected at the same moment wins over the timeout.
+		// Being elected, or ending, at the same moment wins over the
+		// timeout: it happened first, and the end has its own reason.
 		if ok, token, _ := e.IsLeader(); ok {
 			return token, nil
+		}
+		if e.Ended() {
+			break
 		}
 		_ = e.Cancel()
 		if !e.admitted.Load() {
@@ -436,7 +440,7 @@ func (e *Election) refresh(seen string) bool {
 	case err != nil:
 		logf(LevelInfo, "lease %s: re-reading after a conflict: %v", e.key, err)
 	default:
-		e.obs.apply(cur, cur.ResourceVersion)
+		e.obs.applyRead(cur, cur.ResourceVersion) // a quorum read: the truth, also at an older version
 	}
 	s := e.obs.snapshot()
 	return s.synced && s.rec.resourceVersion != seen

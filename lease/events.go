@@ -60,6 +60,11 @@ const (
 	// eventsFlushMax bounds how long Shutdown waits for queued Events (the
 	// releases it has just written) to reach the API server.
 	eventsFlushMax = 2 * time.Second
+	// endEventWait bounds how long a cancel or a hand-off waits, after its
+	// release or hand-off record is written, for its "stopped leading"
+	// Event: a host often exits right after CancelElection returns (and
+	// never calls Shutdown), which would lose the Event still queued.
+	endEventWait = eventsFlushMax
 	// eventsWarnEvery: at most one warning about failed Events per Manager
 	// in this time; the others are counted and logged at debug level.
 	eventsWarnEvery = time.Minute
@@ -141,25 +146,55 @@ func (me *managerEvents) use(client kubeapi.Client) *managerEvents {
 }
 
 // record queues an Event about the Lease key (uid when known). It never
-// blocks, never fails, and must not be called with a library lock held.
-func (me *managerEvents) record(key Key, uid types.UID, identity, eventType, message string) {
+// blocks, never fails, and must not be called with a library lock held. The
+// channel it returns is closed once the Event is written, or its write
+// failed, or it was dropped (nil: Events are off, or it panicked).
+func (me *managerEvents) record(key Key, uid types.UID, identity, eventType, message string) (done <-chan struct{}) {
 	if me == nil || me.off.Load() {
-		return
+		return nil
 	}
 	// Called on an election's own goroutine, outside its panic guard.
 	defer func() {
 		if p := recover(); p != nil {
 			logf(LevelWarning, "lease %s: recording an Event: %v", key, panicError(p))
+			done = nil
 		}
 	}()
-	ev := newEvent(key, uid, identity, eventType, clipMessage(message), time.Now())
+	ev := &queuedEvent{ev: newEvent(key, uid, identity, eventType, clipMessage(message), time.Now()), done: make(chan struct{})}
 	for {
 		p := me.pipeline()
-		if p == nil || p.enqueue(ev) {
-			return
+		if p == nil {
+			return nil
+		}
+		if p.enqueue(ev) {
+			return ev.done
 		}
 		// Shutdown stopped p after we found it: the next pipeline writes ev.
 	}
+}
+
+// recordAndWait is record, then a wait of at most endEventWait for the
+// Event to be written: for the Event that ends a term by the host's call
+// (see endEventWait). Never on the renewal path or under a lock.
+func (me *managerEvents) recordAndWait(key Key, uid types.UID, identity, eventType, message string) {
+	done := me.record(key, uid, identity, eventType, message)
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(endEventWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		logf(LevelInfo, "lease %s: the Event %q is still being written after %v; not waiting for it", key, clipMessage(message), endEventWait)
+	}
+}
+
+// queuedEvent is an Event in a pipeline's queue; done is closed once it is
+// written, failed or dropped.
+type queuedEvent struct {
+	ev   *kubeapi.Event
+	done chan struct{}
 }
 
 // pipeline returns the running pipeline, starting it on first use.
@@ -210,7 +245,7 @@ type eventPipeline struct {
 	client kubeapi.Client
 	warn   *eventWarnings
 	spam   eventSpamFilter
-	queue  chan *kubeapi.Event
+	queue  chan *queuedEvent
 	// ctx ends the writes: cancelled when stop's deadline passes.
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -223,7 +258,7 @@ type eventPipeline struct {
 }
 
 func newEventPipeline(client kubeapi.Client, warn *eventWarnings) *eventPipeline {
-	p := &eventPipeline{client: client, warn: warn, queue: make(chan *kubeapi.Event, eventQueueSize),
+	p := &eventPipeline{client: client, warn: warn, queue: make(chan *queuedEvent, eventQueueSize),
 		stopping: make(chan struct{}), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	go p.run()
@@ -232,23 +267,25 @@ func newEventPipeline(client kubeapi.Client, warn *eventWarnings) *eventPipeline
 
 // enqueue queues ev unless the spam filter or a full queue drops it; false
 // when p has stopped (ev is neither queued nor dropped).
-func (p *eventPipeline) enqueue(ev *kubeapi.Event) bool {
+func (p *eventPipeline) enqueue(q *queuedEvent) bool {
 	p.mu.Lock()
 	if p.stopped {
 		p.mu.Unlock()
 		return false
 	}
-	if !p.spam.allow(ev, time.Now()) {
+	if !p.spam.allow(q.ev, time.Now()) {
 		p.mu.Unlock()
-		logf(LevelDebug, "lease events: dropped by the spam filter: %s", describeEvent(ev))
+		close(q.done)
+		logf(LevelDebug, "lease events: dropped by the spam filter: %s", describeEvent(q.ev))
 		return true
 	}
 	select {
-	case p.queue <- ev:
+	case p.queue <- q:
 		p.mu.Unlock()
 	default:
 		p.mu.Unlock()
-		p.warn.report(errEventQueueFull, ev)
+		close(q.done)
+		p.warn.report(errEventQueueFull, q.ev)
 	}
 	return true
 }
@@ -259,13 +296,15 @@ func (p *eventPipeline) run() {
 	defer close(p.done)
 	for {
 		select {
-		case ev := <-p.queue:
-			p.write(ev)
+		case q := <-p.queue:
+			p.write(q.ev)
+			close(q.done)
 		case <-p.stopping:
 			for {
 				select {
-				case ev := <-p.queue:
-					p.write(ev)
+				case q := <-p.queue:
+					p.write(q.ev)
+					close(q.done)
 				default:
 					return
 				}
@@ -456,7 +495,7 @@ func (e *Election) recordRelease(endedHere bool, releaseErr error) {
 	}
 	token, uid := e.eventFacts()
 	typ, msg := stoppedEvent(e.identity, token, nil, releaseErr)
-	e.events.record(e.key, uid, e.identity, typ, msg)
+	e.events.recordAndWait(e.key, uid, e.identity, typ, msg) // the host may exit when Cancel returns
 }
 
 // eventFacts are the fencing token and the UID of the Lease as last written.

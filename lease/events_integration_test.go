@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,15 +122,8 @@ func TestLeadershipEvents(t *testing.T) {
 		want  string // the loss reason's start
 	}{
 		{"taken", func(t *testing.T, lease string) {
-			l, err := itAdmin.CoordinationV1().Leases(itNamespace).Get(context.Background(), lease, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			intruder := "intruder"
-			l.Spec.HolderIdentity = &intruder
-			if _, err := itAdmin.CoordinationV1().Leases(itNamespace).Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-				t.Fatal(err)
-			}
+			intruder := "intruder" // retried when ev-c's renewal wins the race
+			editLease(t, lease, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = &intruder })
 		}, "lease taken by another holder"},
 		{"deleted", func(t *testing.T, lease string) {
 			if err := itAdmin.CoordinationV1().Leases(itNamespace).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {

@@ -78,7 +78,7 @@ func TestEventOnAStoppedPipelineIsNotLost(t *testing.T) {
 	stale := me.pipeline()
 	me.stop(time.Now().Add(time.Second))
 	ev := newEvent(Key{"ns", "l"}, "", "a", kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 1)", time.Now())
-	stale.enqueue(ev)
+	stale.enqueue(&queuedEvent{ev: ev, done: make(chan struct{})})
 	if n := len(stale.queue); n != 0 {
 		t.Fatalf("a stopped pipeline took the Event into a queue nobody reads (%d queued)", n)
 	}

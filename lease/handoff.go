@@ -18,10 +18,12 @@ import (
 //
 // The leader stops leading locally first (IsLeader 0), then writes, with a
 // compare-and-swap on its last write, the hand-off record (handOffSpec):
-// holder handOffHolder(target) - a name no candidate has, so that plain
-// client-go candidates, whatever their identity, see a live holder - renewed
-// now, for the leader's lease duration, with no incarnation and
-// HandOffAnnotation naming the target. Only the target acts on it (decide:
+// holder handOffHolder(target), so that plain client-go candidates see a
+// live holder, renewed now, for the leader's lease duration, with no
+// incarnation, HandOffAnnotation naming the target and HandOffAtAnnotation
+// the renewTime (a write by anyone else changes the renewTime, and the
+// record is no hand-off any more). Only the leader that stepped down writes
+// it, over its own last write. Only the target acts on it (decide:
 // actAcquire), with the compare-and-swap every acquisition makes, and the
 // next fencing token. Every other candidate, ours or plain client-go, waits
 // a lease duration from seeing it: that is the window in which only the
@@ -93,10 +95,31 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if err := m.requireCampaigning(key, to, false, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
-	if !m.forgetElection(e) {
+	inFlight, ok := m.claimHandOff(e, true, true)
+	if !ok {
 		return fmt.Errorf("hand off lease %s: %w (the election ended meanwhile)", key, ErrNotLeader)
 	}
-	return m.handOffElection(e, to, timeout, nil)
+	return m.handOffElection(e, to, timeout, nil, inFlight)
+}
+
+// claimHandOff registers a hand-off of e as in flight (Shutdown waits for
+// it) in the same step, under m.mu, as it checks that e is still the
+// running election on its lease (check) and removes it from the running
+// elections as a cancel does (forget): Shutdown then finds e either
+// running, which it ends, or handing off, which it waits for, never
+// neither. handOffElection ends the registration.
+func (m *Manager) claimHandOff(e *Election, check, forget bool) (inFlight chan struct{}, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if check && m.elections[e.key] != e {
+		return nil, false
+	}
+	if forget {
+		delete(m.elections, e.key)
+	}
+	inFlight = make(chan struct{})
+	m.handingOff[inFlight] = struct{}{}
+	return inFlight, true
 }
 
 // requireCampaigning refuses a target with no live candidate record (one
@@ -129,41 +152,28 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt t
 	return nil
 }
 
-// forgetElection removes e from the running elections, as a cancel does,
-// and reports whether it was still there.
-func (m *Manager) forgetElection(e *Election) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.elections[e.key] != e {
-		return false
-	}
-	delete(m.elections, e.key)
-	return true
-}
-
 // handOffElection hands e's lease to to and waits up to timeout for it to
 // lead. reason is what WaitLost reports: nil when the host asked for the
-// hand-off. Shutdown waits for it (m.handingOff).
-func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error) error {
+// hand-off. inFlight is its registration (claimHandOff), ended here once
+// the hand-off is over: Shutdown waits for that.
+func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error, inFlight chan struct{}) error {
+	defer func() {
+		m.mu.Lock()
+		delete(m.handingOff, inFlight)
+		m.mu.Unlock()
+		close(inFlight)
+	}()
 	key := e.key
 	client, err := m.client()
 	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	defer close(done)
 	// A share of the observer of our own, taken before the election gives
 	// up its share: the observer then resumes (it pauses while we lead) and
 	// shows the target taking the lease.
 	m.mu.Lock()
-	m.handingOff[done] = struct{}{}
 	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
 	m.mu.Unlock()
-	defer func() {
-		m.mu.Lock()
-		delete(m.handingOff, done)
-		m.mu.Unlock()
-	}()
 	defer m.releaseObserver(key)
 	notify := obs.subscribe()
 	defer obs.unsubscribe(notify)
@@ -213,8 +223,13 @@ func (e *Election) releaseHandOff(written *coordinationv1.Lease, to string, time
 			releaseSpec(l, now)
 			l.Annotations[HandOffFailedAnnotation] = failed
 		},
-		// The same hand-off, rewritten (an annotation): release that.
-		func(r record) bool { return r.handedOffTo(to) && r.token == handed.token })
+		// The same hand-off record, an annotation edited since: release
+		// that. Not a record another writer took as its own (a client-go
+		// candidate named like its holder renews it: see
+		// HandOffAtAnnotation), whose live term this would end.
+		func(r record) bool {
+			return r.handedOffTo(to) && r.token == handed.token && r.handOffAt == handed.handOffAt
+		})
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, err)
@@ -246,14 +261,12 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
 		return false
 	}
-	m.mu.Lock()
-	still := m.elections[e.key] == e
-	m.mu.Unlock()
-	if !still {
+	inFlight, ok := m.claimHandOff(e, true, false) // it stays registered, ended, as after a loss
+	if !ok {
 		return false // cancelled or shut down meanwhile
 	}
 	reason := fmt.Errorf("%w to %s (%s)", ErrHandedOff, to, why)
-	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason)
+	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason, inFlight)
 	if err != nil {
 		logf(LevelWarning, "lease %s: hand-off to %s (%s): %v", e.key, to, why, err)
 	}
@@ -413,5 +426,5 @@ func (e *Election) recordHandOff(to string, err error) {
 	if err != nil {
 		typ, why = kubeapi.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
-	e.events.record(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token))
+	e.events.recordAndWait(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token)) // after the record: no latency added
 }

@@ -11,6 +11,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
@@ -89,15 +92,8 @@ func TestPreferredHolderOnARealAPIServer(t *testing.T) {
 		return err == nil && len(cs) == 3
 	})
 	leases := itAdmin.CoordinationV1().Leases(itNamespace)
-	l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	preferred := "c"
-	l.Spec.PreferredHolder = &preferred
-	if l, err = leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	l := updateLease(t, leases, name, func(l *coordinationv1.Lease) { l.Spec.PreferredHolder = &preferred })
 	if l.Spec.PreferredHolder != nil {
 		t.Logf("this API server keeps spec.preferredHolder (%q)", *l.Spec.PreferredHolder)
 	} else {
@@ -116,6 +112,35 @@ func TestPreferredHolderOnARealAPIServer(t *testing.T) {
 	} else {
 		t.Logf("old leader: %v", lost)
 	}
+}
+
+// updateLease applies edit to the Lease as another writer would and
+// returns what the API server stored. A leader renews it every RetryPeriod:
+// an update that loses to a renewal (a conflict) reads afresh and tries
+// again, as kubectl edit's user would.
+func updateLease(t *testing.T, leases coordclient.LeaseInterface, name string, edit func(*coordinationv1.Lease)) *coordinationv1.Lease {
+	t.Helper()
+	var stored *coordinationv1.Lease
+	tries := 0
+	// A read and a write take milliseconds against a RetryPeriod of
+	// 400 ms: 20 tries are far more than a run of lost races needs.
+	err := retry.RetryOnConflict(wait.Backoff{Steps: 20, Duration: 10 * time.Millisecond, Factor: 1, Jitter: 0.5}, func() error {
+		tries++
+		l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		edit(l)
+		stored, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("update lease %s (%d tries): %v", name, tries, err)
+	}
+	if tries > 1 {
+		t.Logf("update of lease %s lost %d races to renewals", name, tries-1)
+	}
+	return stored
 }
 
 func leaseOf(t *testing.T, obj any) *coordinationv1.Lease {
@@ -165,17 +190,12 @@ func TestLeaseCandidatesWhereServed(t *testing.T) {
 		t.Fatalf("records kept as %ss", a.candidates.storeFor(nil).kind())
 	}
 	leases := admin.CoordinationV1().Leases(itNamespace)
-	l, err := leases.Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// kubectl patch lease NAME --type merge -p '{"spec":{"strategy":"k8s-lease.io/NewestVersion","preferredHolder":"b"}}'
 	// (the API server takes a preferred holder only with a strategy).
 	preferred, strategy := "b", coordinationv1.CoordinatedLeaseStrategy(candidateStrategy)
-	l.Spec.PreferredHolder, l.Spec.Strategy = &preferred, &strategy
-	if l, err = leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	l := updateLease(t, leases, name, func(l *coordinationv1.Lease) {
+		l.Spec.PreferredHolder, l.Spec.Strategy = &preferred, &strategy
+	})
 	if l.Spec.PreferredHolder == nil {
 		t.Fatal("the feature-gated API server dropped spec.preferredHolder")
 	}

@@ -8,7 +8,9 @@ import (
 // observer of the lease: the first call on a lease starts one (a list, then
 // a watch) and waits for the list; later calls answer locally, with expiry
 // judged on the monotonic clock from when this process saw the record
-// change, never from the holder's renewTime. A holder seen for the first
+// change, never from the holder's renewTime. An observer that was not
+// following the lease (nothing used it for a while) lists before it
+// answers. A holder seen for the first
 // time is therefore reported for up to a lease duration after that first
 // sight, even if it stopped renewing earlier: the rule a campaign uses, so
 // that "no holder" here means a campaign can take the lease at once. The
@@ -25,12 +27,13 @@ func (m *Manager) GetHolder(ns, name string) (HolderState, error) {
 	key := Key{ns, name}
 	m.mu.Lock()
 	ol := m.observeLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
+	// A share while waiting: an observer a caller waits on is not idle, and
+	// asking about more leases at once must not evict it mid-list.
+	ol.refs++
 	obs := ol.obs
-	if ol.refs == 0 {
-		m.scheduleReapLocked()
-	}
 	m.mu.Unlock()
 	snap, err := obs.awaitSynced(requestTimeout)
+	m.releaseObserver(key) // idle again (unless used): reaped after idleObserverTimeout
 	if err == nil && snap.err != nil {
 		// The watch broke and the observer is retrying: what it knows may
 		// be stale, so say so rather than answer from it.

@@ -65,7 +65,7 @@ func (w *HolderWatch) run() {
 		now := w.clock.Now()
 		var expiry <-chan time.Time
 		var timer clock.Timer
-		if snap.synced {
+		if snap.synced && snap.live { // a snapshot nobody kept current is relisted first
 			holder, token, exists := snap.holderView(now)
 			cur := HolderState{Holder: holder, Token: token, Exists: exists}
 			if last == nil || *last != cur {

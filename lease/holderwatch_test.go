@@ -49,6 +49,9 @@ func (l *stateLog) expectNone(t *testing.T) {
 func TestHolderWatchDispatch(t *testing.T) {
 	clk := clocktesting.NewFakeClock(testNow)
 	obs := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	// The test feeds the observer by hand, as the writes of a leader of
+	// this process do: its snapshot is then live (see snapshot.live).
+	obs.pauseWhileLeading(new(int))
 	log := &stateLog{seen: make(chan struct{}, 10)}
 	ended := make(chan struct{})
 	w := newHolderWatch(Key{"ns", "l"}, obs, clk, log.add, func() { close(ended) })

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
@@ -107,15 +108,29 @@ func TestForeignReleaseOfOurLeaseIsNotTakenAtOnce(t *testing.T) {
 	}
 	lock := &resourcelock.LeaseLock{LeaseMeta: metav1ObjectMeta(name), Client: client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go-partitioned"}}
-	old, _, err := lock.Get(context.Background()) // tryRelease: a fresh read...
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	released := resourcelock.LeaderElectionRecord{LeaderTransitions: old.LeaderTransitions, LeaseDurationSeconds: 1,
-		RenewTime: now, AcquireTime: now} // ...then client-go's release record, written with that read's version
-	if err := lock.Update(context.Background(), released); err != nil {
-		t.Fatalf("the foreign release did not land: %v", err)
+	// tryRelease: a fresh read, then client-go's release record written
+	// with that read's version. Our leader renews meanwhile, every
+	// RetryPeriod: a renewal between the two makes the write a conflict,
+	// and the partitioned leader's next tryRelease reads afresh. Each round
+	// is two requests, well inside one RetryPeriod, so most land; 20 bounds
+	// the run of losses on a loaded machine.
+	const attempts = 20
+	for attempt := 1; ; attempt++ {
+		old, _, err := lock.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.Now()
+		released := resourcelock.LeaderElectionRecord{LeaderTransitions: old.LeaderTransitions, LeaseDurationSeconds: 1,
+			RenewTime: now, AcquireTime: now}
+		err = lock.Update(context.Background(), released)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == attempts {
+			t.Fatalf("the foreign release did not land (try %d): %v", attempt, err)
+		}
+		t.Logf("try %d of the foreign release lost to a renewal: %v", attempt, err)
 	}
 	releasedAt := time.Now()
 	var aLastLeader time.Time

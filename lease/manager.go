@@ -477,7 +477,8 @@ func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
 			left := timeout - m.clock.Since(start)
 			if left > 0 {
-				err := m.handOffElection(e, to, left, nil)
+				inFlight, _ := m.claimHandOff(e, false, false) // already removed by the caller
+				err := m.handOffElection(e, to, left, nil, inFlight)
 				switch {
 				case err == nil:
 					return nil

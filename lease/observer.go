@@ -20,9 +20,14 @@ import (
 // snapshot is what a process knows about one Lease, with local times taken
 // from its monotonic clock.
 type snapshot struct {
-	synced bool   // at least one list succeeded
-	rec    record // latest state; rec.exists false when absent
-	lease  *coordinationv1.Lease
+	synced bool // at least one list succeeded
+	// live: the snapshot is kept current, by a follow loop that has listed
+	// since it started, or by the renewals of an election of this process
+	// that leads the lease. A snapshot that is not live may be any age:
+	// nobody followed the lease for a while.
+	live  bool
+	rec   record // latest state; rec.exists false when absent
+	lease *coordinationv1.Lease
 	// observedAt is when rec's election record last changed here. Like
 	// client-go's observedTime it is the base of expiry, immune to skew.
 	observedAt time.Time
@@ -42,13 +47,18 @@ type snapshot struct {
 func (s snapshot) expiry() time.Time { return s.observedAt.Add(s.rec.duration()) }
 
 // holderView is the (holder, token) a caller should see at now: no holder
-// when the Lease is absent, released or expired.
+// when the Lease is absent, released or expired. During a hand-off not yet
+// taken up it is the target: only it may take the lease within the
+// record's term (every other candidate waits), and it does in milliseconds.
 func (s snapshot) holderView(now time.Time) (holder string, token int64, exists bool) {
 	if !s.rec.exists {
 		return "", 0, false
 	}
-	if s.rec.holder == "" || s.rec.handingOff() || !now.Before(s.expiry()) {
-		return "", s.rec.token, true // a hand-off not yet taken up: nobody leads
+	if s.rec.holder == "" || !now.Before(s.expiry()) {
+		return "", s.rec.token, true
+	}
+	if s.rec.handingOff() {
+		return s.rec.handOffTo, s.rec.token, true
 	}
 	return s.rec.holder, s.rec.token, true
 }
@@ -74,6 +84,13 @@ type observer struct {
 	pausedBy   any
 	cancelLoop context.CancelFunc
 	loopDone   chan struct{}
+	// loop counts the follow loops started, listedBy is the loop whose list
+	// last succeeded: the snapshot is live once they agree.
+	loop, listedBy uint64
+	// startWanted: start was called while the pause held; the loop resumes
+	// when the pause is lifted, whatever the ending leader knew of other
+	// users (it gives up its share before it lifts the pause).
+	startWanted bool
 }
 
 func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
@@ -86,6 +103,9 @@ func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync tim
 func (o *observer) start() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.pausedBy != nil {
+		o.startWanted = true
+	}
 	o.resumeLocked()
 }
 
@@ -116,6 +136,7 @@ func (o *observer) pauseWhileLeading(leader any) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.pausedBy = leader
+	o.startWanted = false // this leader's own end says whether others use it
 	o.pauseLocked()
 }
 
@@ -123,7 +144,8 @@ func (o *observer) pauseWhileLeading(leader any) {
 // when resume is set: the election calls it after giving up its share of
 // the observer, with resume set only when something else still uses it, so
 // that an observer nobody uses sends no list (it resumes when next used:
-// see start). A later pause by another election is left alone.
+// see start), or when start was called meanwhile. A later pause by another
+// election is left alone.
 func (o *observer) leadingEnded(leader any, resume bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -131,7 +153,7 @@ func (o *observer) leadingEnded(leader any, resume bool) {
 		return
 	}
 	o.pausedBy = nil
-	if resume {
+	if resume || o.startWanted {
 		o.resumeLocked()
 	}
 }
@@ -162,29 +184,36 @@ func (o *observer) resumeLocked() {
 	ctx, cancel := context.WithCancel(context.Background())
 	prev, done := o.loopDone, make(chan struct{})
 	o.cancelLoop, o.loopDone = cancel, done
+	o.startWanted = false
+	o.loop++
+	loop := o.loop
+	o.snap.err = nil // the new loop reports its own
 	go func() {
 		defer close(done)
 		if prev != nil {
 			<-prev
 		}
-		o.run(ctx)
+		o.run(ctx, loop)
 	}()
 }
 
 func (o *observer) snapshot() snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.snap
+	s := o.snap
+	s.live = o.pausedBy != nil || (o.cancelLoop != nil && o.listedBy == o.loop)
+	return s
 }
 
 // errNotSynced: the observer gave no answer in time, or was stopped first.
 var errNotSynced = errors.New("no answer from the API server")
 
-// awaitSynced returns the snapshot once the first list has succeeded, or
-// the error of the last failed list (the loop goes on retrying, so a later
-// call may succeed), or an error after timeout.
+// awaitSynced returns the snapshot once it is live (see snapshot.live: a
+// follow loop resumed after a pause lists first), or the error of the last
+// failed list (the loop goes on retrying, so a later call may succeed), or
+// an error after timeout.
 func (o *observer) awaitSynced(timeout time.Duration) (snapshot, error) {
-	if s := o.snapshot(); s.synced {
+	if s := o.snapshot(); s.synced && s.live {
 		return s, nil
 	}
 	ch := o.subscribe()
@@ -194,7 +223,7 @@ func (o *observer) awaitSynced(timeout time.Duration) (snapshot, error) {
 	for {
 		s := o.snapshot()
 		switch {
-		case s.synced:
+		case s.synced && s.live:
 			return s, nil
 		case s.err != nil:
 			return s, s.err
@@ -225,27 +254,53 @@ func (o *observer) unsubscribe(ch chan struct{}) {
 	o.mu.Unlock()
 }
 
-// apply records a Lease state (nil for absent) seen at resource version rv,
-// unless it is older than what we have. Writers call it with their own
-// responses so that local reads never lag behind their writes.
-func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, false) }
+// apply records a Lease state (nil for absent) seen at resource version rv
+// on the watch, or in the answer to our own write, unless it is older than
+// what we have. Writers call it with their own responses so that local
+// reads never lag behind their writes.
+func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, false, 0) }
 
-// applyList records the state a list returned, whatever its resource
-// version: a list is the truth, and after an etcd restore resource versions
-// can go backwards (refusing older ones would then ignore the Lease for
-// good).
-func (o *observer) applyList(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, true) }
+// applyRead records the state a fresh read (a list, a GET, both quorum
+// reads) returned, at whatever resource version: a read is the truth.
+//
+// Two things a read can show that a watch followed without a gap cannot.
+// Content can repeat: a renewal is a JSON patch without a resource version,
+// which client-go's REST client retries after a 429 or a 5xx with
+// Retry-After, so one that did land can land again after later renewals
+// and put an older renewTime back; after a gap (a relist, a re-read after a
+// conflict) an equal record at another version is therefore counted as a
+// change, and its expiry from now. And versions can go back (etcd restored
+// from a backup): refusing them would ignore the Lease until the next
+// relist, so the older state is taken, as first seen (from now too).
+func (o *observer) applyRead(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, true, 0) }
 
-func (o *observer) applyState(l *coordinationv1.Lease, rv string, fromList bool) {
+// applyList is applyRead for the list of the follow loop numbered loop: its
+// first success makes the snapshot live.
+func (o *observer) applyList(l *coordinationv1.Lease, rv string, loop uint64) {
+	o.applyState(l, rv, true, loop)
+}
+
+func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, loop uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if !fromList && o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
+	becameLive := loop != 0 && loop == o.loop && o.listedBy != loop
+	if becameLive {
+		o.listedBy = loop
+	}
+	if !read && o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
 		return
 	}
 	rec := recordOf(l)
 	rec.resourceVersion = rv
 	now := o.clock.Now()
 	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
+	if read && !changed && rec.exists && rv != o.snap.rec.resourceVersion {
+		changed = true // see applyRead: content repeated, or versions went back
+		if old := o.snap.rec.resourceVersion; old != "" && rvNewer(old, rv) {
+			logf(LevelWarning, "lease %s: its resourceVersion went back from %s to %s (etcd restored from a backup?): taking the Lease as first seen",
+				o.name, old, rv)
+		}
+	}
 	switch {
 	case changed && rec.exists && rec.holder == "" && rec.incarnation == "":
 		// Released by the holder (our release removes the incarnation):
@@ -257,12 +312,17 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, fromList bool)
 	if changed {
 		o.snap.observedAt = now
 	}
+	// A read of the very state we have is no news: waking subscribers for
+	// it would turn a candidate's re-read after a conflict into a loop.
+	news := changed || becameLive || o.snap.err != nil || rv != o.snap.rec.resourceVersion
 	o.snap.synced = true
 	o.snap.err = nil
 	o.snap.rec = rec
 	o.snap.lease = l
 	o.snap.highestToken = max(o.snap.highestToken, rec.token)
-	o.notifyLocked()
+	if news {
+		o.notifyLocked()
+	}
 }
 
 // notifyLocked wakes every subscriber (coalesced: a pending wake-up is
@@ -296,14 +356,14 @@ const minWatchLife = time.Second
 
 // run lists and watches the Lease until ctx is done; it always starts with a
 // list, which also catches what happened while it was paused.
-func (o *observer) run(ctx context.Context) {
+func (o *observer) run(ctx context.Context, loop uint64) {
 	backoff := newBackoff(100*time.Millisecond, 5*time.Second)
 	rv := ""
 	quickCloses := 0
 	for ctx.Err() == nil {
 		var err error
 		if rv == "" {
-			rv, err = o.safeList(ctx)
+			rv, err = o.safeList(ctx, loop)
 		}
 		if err == nil {
 			opened := o.clock.Now()
@@ -346,8 +406,8 @@ func (o *observer) run(ctx context.Context) {
 }
 
 // safeList is list with a panic turned into an error (see contained).
-func (o *observer) safeList(ctx context.Context) (string, error) {
-	return o.contained("list", "watch", func() (string, error) { return o.list(ctx) })
+func (o *observer) safeList(ctx context.Context, loop uint64) (string, error) {
+	return o.contained("list", "watch", func() (string, error) { return o.list(ctx, loop) })
 }
 
 // contained runs a step of the follow loop (injection point point) with a
@@ -370,7 +430,7 @@ func (o *observer) selector() string {
 
 // list reads the Lease (by a name-scoped list, which also yields a resource
 // version to watch from when it does not exist).
-func (o *observer) list(ctx context.Context) (string, error) {
+func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	o.stats.observerRequests.Add(1)
@@ -385,9 +445,9 @@ func (o *observer) list(ctx context.Context) (string, error) {
 		}
 	}
 	if found != nil {
-		o.applyList(found, found.ResourceVersion)
+		o.applyList(found, found.ResourceVersion, loop)
 	} else {
-		o.applyList(nil, list.ResourceVersion)
+		o.applyList(nil, list.ResourceVersion, loop)
 	}
 	return list.ResourceVersion, nil
 }

@@ -159,7 +159,7 @@ func TestListReplacesTheSnapshotEvenWithAnOlderResourceVersion(t *testing.T) {
 	})
 	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clocktesting.NewFakeClock(testNow), time.Minute, 0, &leaseStats{})
 	o.apply(testLease("l", "before-restore", 7, testNow, 10), "100")
-	if _, err := o.list(t.Context()); err != nil {
+	if _, err := o.list(t.Context(), 0); err != nil {
 		t.Fatal(err)
 	}
 	if s := o.snapshot(); s.rec.holder != "after-restore" || s.rec.resourceVersion != "5" || s.highestToken != 7 {

@@ -15,8 +15,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
@@ -24,7 +26,9 @@ import (
 )
 
 // applyManifest creates the objects of deploy/<file> in the test namespace
-// (validated only, with dryRun).
+// (validated only, with dryRun). They keep the manifest's names, so they
+// are deleted when the test ends: a second run on the same API server
+// (go test -count=2) creates them again.
 func applyManifest(t *testing.T, file string, dryRun bool) {
 	t.Helper()
 	objs, err := testenv.Manifest(file)
@@ -37,25 +41,71 @@ func applyManifest(t *testing.T, file string, dryRun bool) {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
 	for _, obj := range objs {
+		var remove func()
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
-			_, err = itAdmin.CoreV1().ServiceAccounts(itNamespace).Create(ctx, o, opts)
+			api := itAdmin.CoreV1().ServiceAccounts(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*corev1.ServiceAccount](t, api, "serviceaccount", o.Name) }
 		case *rbacv1.Role:
-			_, err = itAdmin.RbacV1().Roles(itNamespace).Create(ctx, o, opts)
+			api := itAdmin.RbacV1().Roles(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*rbacv1.Role](t, api, "role", o.Name) }
 		case *rbacv1.RoleBinding:
 			o.Subjects[0].Namespace = itNamespace
-			_, err = itAdmin.RbacV1().RoleBindings(itNamespace).Create(ctx, o, opts)
+			api := itAdmin.RbacV1().RoleBindings(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*rbacv1.RoleBinding](t, api, "rolebinding", o.Name) }
 		case *appsv1.StatefulSet:
-			_, err = itAdmin.AppsV1().StatefulSets(itNamespace).Create(ctx, o, opts)
+			api := itAdmin.AppsV1().StatefulSets(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*appsv1.StatefulSet](t, api, "statefulset", o.Name) }
 		case *corev1.Service:
-			_, err = itAdmin.CoreV1().Services(itNamespace).Create(ctx, o, opts)
+			api := itAdmin.CoreV1().Services(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*corev1.Service](t, api, "service", o.Name) }
 		default:
 			t.Fatalf("unexpected object %T in deploy/%s", obj, file)
 		}
 		if err != nil {
 			t.Fatalf("deploy/%s: %v", file, err)
 		}
+		if !dryRun {
+			remove()
+		}
 	}
+}
+
+// namedAPI is the part of a typed client removeWhenDone uses.
+type namedAPI[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// removeWhenDone deletes the object name when the test ends (after the
+// cleanups registered later: the processes using it stop first) and waits
+// until it is gone, so that the next run can create it again under its
+// fixed name. Nothing here has finalizers, and an unscheduled Pod is
+// deleted at once: 10 s is plenty even on a loaded machine.
+func removeWhenDone[T any](t *testing.T, api namedAPI[T], kind, name string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		zero := int64(0)
+		if err := api.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete %s %s: %v", kind, name, err)
+			return
+		}
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			_, err := api.Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s %s not deleted within 10 s: %v", kind, name, err)
+				return
+			}
+		}
+	})
 }
 
 // The example StatefulSet and Services are accepted by a real API server.
@@ -84,6 +134,17 @@ func serviceAccountConfig(t *testing.T, sa string) *rest.Config {
 func TestLeastPrivilegeRBAC(t *testing.T) {
 	applyManifest(t, "rbac.yaml", false)
 	createPod(t, "rbac-pod")
+	removeWhenDone[*corev1.Pod](t, itAdmin.CoreV1().Pods(itNamespace), "pod", "rbac-pod")
+	// The Leases keep their names too (metadata-master is the one the Role
+	// grants), and so do their candidate records: those of sa-replica stay
+	// after its candidacies (the Role grants create of any Lease, delete of
+	// none of them), and so may another-lease. Removed after the processes
+	// below shut down (cleanups run last first).
+	for _, name := range []string{"metadata-master", candidateRecordName("metadata-master", "sa-replica"),
+		"verbose-admin", candidateRecordName("verbose-admin", "admin"),
+		"another-lease", candidateRecordName("another-lease", "sa-replica")} {
+		removeWhenDone[*coordinationv1.Lease](t, itAdmin.CoordinationV1().Leases(itNamespace), "lease", name)
+	}
 	saConfig := serviceAccountConfig(t, "metadata-master")
 	logs := captureLogs(t, maxLevel)
 	defer logs.requireNoSecrets(t, saConfig.BearerToken, itServer.Config.KeyData)

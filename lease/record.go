@@ -16,13 +16,22 @@ const IncarnationAnnotation = "k8s-lease.io/incarnation"
 
 // HandOffAnnotation names the candidate a leader handed the Lease to
 // (K8sLeaseHandOff). The hand-off record's holder is handOffHolder(target),
-// a name no candidate has, with no incarnation, renewed at the hand-off:
-// every other candidate (ours, and plain client-go whatever its identity)
+// with no incarnation, renewed at the hand-off, and HandOffAtAnnotation
+// holding that renewTime: every other candidate (ours, and plain client-go)
 // waits a lease duration from seeing it, and the target, if it campaigns,
 // takes it at once with a compare-and-swap. Its own acquisition removes the
-// annotation; a client-go write replaces the holder, so a record left under
-// one is never mistaken for a hand-off.
-const HandOffAnnotation = "k8s-lease.io/handed-off-to"
+// annotations.
+//
+// A plain client-go candidate may have any identity, handOffHolder(target)
+// included; it then takes the record as its own and renews it, and any
+// client-go write keeps leaseTransitions (on a renewal) and every
+// annotation. What no write but the hand-off leaves is a renewTime equal to
+// HandOffAtAnnotation: every client-go write sets renewTime to its own now.
+// So a record is a hand-off only while the two agree (record.handedOffTo).
+const (
+	HandOffAnnotation   = "k8s-lease.io/handed-off-to"
+	HandOffAtAnnotation = "k8s-lease.io/handed-off-at"
+)
 
 // record is the part of a Lease that elections reason about.
 type record struct {
@@ -32,6 +41,7 @@ type record struct {
 	durationSeconds int32
 	incarnation     string
 	handOffTo       string    // HandOffAnnotation
+	handOffAt       string    // HandOffAtAnnotation
 	renewTime       time.Time // holder's wall clock; only for first looks
 	resourceVersion string
 }
@@ -41,7 +51,7 @@ func recordOf(l *coordinationv1.Lease) record {
 		return record{}
 	}
 	r := record{exists: true, resourceVersion: l.ResourceVersion, incarnation: l.Annotations[IncarnationAnnotation],
-		handOffTo: l.Annotations[HandOffAnnotation]}
+		handOffTo: l.Annotations[HandOffAnnotation], handOffAt: l.Annotations[HandOffAtAnnotation]}
 	s := l.Spec
 	if s.HolderIdentity != nil {
 		r.holder = *s.HolderIdentity
@@ -65,14 +75,20 @@ func (r record) duration() time.Duration { return time.Duration(r.durationSecond
 func (r record) sameSpec(o record) bool {
 	return r.exists == o.exists && r.holder == o.holder && r.token == o.token &&
 		r.durationSeconds == o.durationSeconds && r.renewTime.Equal(o.renewTime) &&
-		r.incarnation == o.incarnation && r.handOffTo == o.handOffTo
+		r.incarnation == o.incarnation && r.handOffTo == o.handOffTo && r.handOffAt == o.handOffAt
 }
 
 // handedOffTo reports whether the record is a hand-off to identity that
-// nobody has taken up yet.
+// nobody has taken up yet: written by the hand-off and by no one since (see
+// HandOffAtAnnotation).
 func (r record) handedOffTo(identity string) bool {
-	return r.exists && r.holder == handOffHolder(identity) && r.incarnation == "" && r.handOffTo == identity
+	return r.exists && r.holder == handOffHolder(identity) && r.incarnation == "" && r.handOffTo == identity &&
+		r.handOffAt != "" && r.handOffAt == microString(r.renewTime)
 }
+
+// microString is t as a Lease stores a MicroTime: RFC 3339 in UTC, to the
+// microsecond.
+func microString(t time.Time) string { return t.UTC().Format(metav1.RFC3339Micro) }
 
 // handingOff reports whether the record is a hand-off nobody took up yet.
 func (r record) handingOff() bool { return r.handOffTo != "" && r.handedOffTo(r.handOffTo) }
@@ -105,6 +121,7 @@ func holdSpec(l *coordinationv1.Lease, identity, incarnation string, token int64
 	}
 	l.Annotations[IncarnationAnnotation] = incarnation
 	delete(l.Annotations, HandOffAnnotation)
+	delete(l.Annotations, HandOffAtAnnotation)
 	holder := identity
 	seconds := t.leaseDurationSeconds()
 	transitions := int32(token)
@@ -131,6 +148,7 @@ func releaseSpec(l *coordinationv1.Lease, now time.Time) {
 	l.Spec.AcquireTime = &renew
 	delete(l.Annotations, IncarnationAnnotation)
 	delete(l.Annotations, HandOffAnnotation)
+	delete(l.Annotations, HandOffAtAnnotation)
 }
 
 // handOffSpec writes the hand-off record (see HandOffAnnotation): the
@@ -145,6 +163,7 @@ func handOffSpec(l *coordinationv1.Lease, to string, t Timing, now time.Time) {
 	holder := handOffHolder(to)
 	seconds := t.leaseDurationSeconds()
 	renew := metav1.NewMicroTime(now)
+	l.Annotations[HandOffAtAnnotation] = microString(now)
 	l.Spec.HolderIdentity = &holder
 	l.Spec.LeaseDurationSeconds = &seconds
 	l.Spec.RenewTime = &renew

@@ -1,0 +1,147 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+)
+
+// The hand-off record is told apart from anything another writer's renewal
+// or acquisition can leave on the Lease: a plain client-go candidate may
+// have any identity, the hand-off record's holder name included, and keeps
+// leaseTransitions and every annotation when it writes.
+
+// handOffRecordAt is a hand-off record to "b" written at t0 over a lease a
+// held with token 3.
+func handOffRecordAt(t0 time.Time) *coordinationv1.Lease {
+	l := testLease("l", "a", 3, t0.Add(-time.Second), 10)
+	handOffSpec(l, "b", Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 2 * time.Second}, t0)
+	return l
+}
+
+// clientGoWrite is what a plain client-go LeaderElector named identity
+// writes over l: a renewal when it sees itself as the holder (acquireTime
+// and leaseTransitions kept), else an acquisition (transitions + 1); the
+// annotations stay as they were.
+func clientGoWrite(l *coordinationv1.Lease, identity string, at time.Time) *coordinationv1.Lease {
+	l = l.DeepCopy()
+	renew := metav1.NewMicroTime(at)
+	seconds := int32(15)
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != identity {
+		transitions := *l.Spec.LeaseTransitions + 1
+		l.Spec.LeaseTransitions = &transitions
+		l.Spec.AcquireTime = &renew
+	}
+	l.Spec.HolderIdentity = &identity
+	l.Spec.RenewTime = &renew
+	l.Spec.LeaseDurationSeconds = &seconds
+	return l
+}
+
+func TestAHandOffRecordWrittenOverByAnotherWriterIsNoHandOff(t *testing.T) {
+	t0 := testNow
+	handed := handOffRecordAt(t0)
+	if !recordOf(handed).handedOffTo("b") {
+		t.Fatal("the hand-off record itself is not recognised")
+	}
+	renewed := clientGoWrite(handed, handOffHolder("b"), t0.Add(2*time.Second))
+	// client-go named like the record's holder, after another client-go
+	// candidate led in between (its acquisition sets acquireTime = renewTime).
+	other := clientGoWrite(handed, "x", t0.Add(11*time.Second))
+	acquired := clientGoWrite(other, handOffHolder("b"), t0.Add(30*time.Second))
+	for name, l := range map[string]*coordinationv1.Lease{
+		"renewed by client-go named like the record's holder":            renewed,
+		"acquired by client-go named like the record's holder, later on": acquired,
+	} {
+		r := recordOf(l)
+		if r.handedOffTo("b") || r.handingOff() {
+			t.Errorf("%s: still taken for a hand-off to b", name)
+		}
+		s := snapshot{synced: true, rec: r, observedAt: t0.Add(time.Minute)}
+		if act, _ := decide(s, t0.Add(time.Minute+time.Second), 10*time.Second, "b"); act != actWait {
+			t.Errorf("%s: the target decides %v; want wait (client-go leads it)", name, act)
+		}
+	}
+}
+
+// While a hand-off is pending the lease has a holder-to-be: GetHolder and
+// holder watches report the target (only it may take the lease within the
+// record's term), not "no holder", which would say a campaign could take
+// it at once.
+func TestAPendingHandOffReportsTheTarget(t *testing.T) {
+	s := snapshot{synced: true, rec: recordOf(handOffRecordAt(testNow)), observedAt: testNow}
+	if h, tok, ok := s.holderView(testNow.Add(time.Second)); h != "b" || tok != 3 || !ok {
+		t.Fatalf("holderView of a pending hand-off = %q, %d, %v; want b, 3, true", h, tok, ok)
+	}
+	if h, _, _ := s.holderView(testNow.Add(10 * time.Second)); h != "" {
+		t.Fatalf("holderView once the hand-off's term ran out = %q; want no holder", h)
+	}
+}
+
+// A hand-off to b while a plain client-go candidate named like the
+// hand-off record's holder campaigns: client-go takes the record as its
+// own and renews it. The target must not take it over beside client-go,
+// and the hand-off's timeout must not release client-go's live term.
+func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	a := process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var cgLeading atomic.Bool
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"},
+		Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: handOffHolder("b")}}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { cgLeading.Store(true) },
+			OnStoppedLeading: func() { cgLeading.Store(false) },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go le.Run(ctx)
+	// b's candidate record, as left by b, which is frozen: it does not
+	// campaign while the hand-off's window runs.
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	err = a.HandOff("ns", "l", "b", 1500*time.Millisecond)
+	if err == nil || errors.Is(err, errReleasedInstead) {
+		t.Fatalf("HandOff = %v; want the report that the lease changed before b took it, and no release", err)
+	}
+	eventually(t, 5*time.Second, "client-go leads the record it took as its own", cgLeading.Load)
+	if l, err := client.CoordinationV1().Leases("ns").Get(ctx, "l", metav1.GetOptions{}); err != nil || *l.Spec.HolderIdentity != handOffHolder("b") {
+		t.Fatalf("after the hand-off's timeout the lease is %+v, %v; want client-go's live term, not released", l, err)
+	}
+	// b resumes and campaigns: it must wait while client-go renews.
+	eb := process(t, client)
+	e, err := eb.RunElection("ns", "l", "b", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
+		if ok, _, _ := e.IsLeader(); ok && cgLeading.Load() {
+			t.Fatal("two leaders: b took the hand-off record that client-go renews")
+		}
+	}
+}
