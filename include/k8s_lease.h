@@ -188,8 +188,10 @@ int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
  * release waits for its answer, at most half the retry period (a few
  * milliseconds when the API server answers). Renewals sent beside each
  * other while the API server is slow are not waited for: one that lands
- * after the release fails its compare-and-swap. Idempotent: no election is
- * success.
+ * after the release fails its compare-and-swap. If it led, it returns once
+ * the "stopped leading" Event is written too (after the release: a standby
+ * takes over meanwhile; at most 2 s more), so a host that exits right after
+ * it keeps that Event. Idempotent: no election is success.
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
 int K8sLeaseCancelElection(const char* ns, const char* leaseName, char** errMsg);
@@ -223,10 +225,16 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  * handed over, and the target's is 1 only after its own compare-and-swap
  * took it, with the next fencing token.
  * While the hand-off stands, no other candidate takes the lease: the
- * record's holder is "k8s-lease.io/hand-off:<toIdentity>", a name no
- * candidate has, renewed at the hand-off, so every other candidate (ours,
- * and plain client-go whatever its identity) waits this leader's lease
- * duration from seeing it; K8sLeaseGetHolder reports no holder meanwhile.
+ * record's holder is "k8s-lease.io/hand-off:<toIdentity>", renewed at the
+ * hand-off (annotation k8s-lease.io/handed-off-at holds that renewTime), so
+ * every other candidate (ours, and plain client-go) waits this leader's
+ * lease duration from seeing it; K8sLeaseGetHolder reports toIdentity as
+ * the holder meanwhile. A plain client-go candidate whose identity is that
+ * holder name takes the record as its own and renews it: it is then a live
+ * holder's record, which the target waits out and the timeout does not
+ * release (the call returns -1: the lease changed before the target took
+ * it). The "stopped leading" Event is written before the call returns (at
+ * most 2 s more).
  * A target that is not campaigning therefore blocks the service at most
  * that long, and when timeoutMs passes first the hand-off record is
  * released for anyone to take (up to the renew deadline more) and annotated
@@ -336,7 +344,11 @@ int K8sLeaseIsLeader(const char* ns, const char* leaseName, long long* fencingTo
  * to a lease duration after that first sight even if it stopped renewing
  * earlier (so "no holder" means a candidacy here can take the lease at
  * once, except after a release the holder did not write itself, which a
- * candidacy waits out: see the README's guarantees). A lease no election or watch of this process uses stays followed
+ * candidacy waits out: see the README's guarantees). During a hand-off
+ * (K8sLeaseHandOff) not yet taken up, the holder is its target. The answer
+ * is always from a view kept current: a lease this process stopped
+ * following (its election ended and nothing else used it) is listed again
+ * first. A lease no election or watch of this process uses stays followed
  * while it is asked about, and is dropped 1 to 1.5 minutes after the last
  * call; at most 64 such leases are followed (asking about one more drops the
  * one asked about longest ago), so asking about many names costs a bounded
