@@ -18,7 +18,10 @@
 //          [--seconds N] [--timing LEASE_MS,RENEW_MS,RETRY_MS]
 //          [--hold MIN_MS-MAX_MS | --hold forever]
 //          [--pattern campaign | --pattern poll] [--pod NAME] [--handoff-to ID]
-//          [--version V] [--priority N] [--policy FLAGS]
+//          [--version V] [--priority N] [--policy FLAGS] [--shutdown no]
+//   --shutdown no exits without K8sLeaseShutdown, as a host written against
+//   the first API (which has no Shutdown) does: on SIGTERM, CancelElection,
+//   then _exit at once.
 //   --seconds 0 (default) runs until SIGTERM. --hold forever keeps the lease
 //   until it is lost; otherwise each term is released after a random time.
 //   --pattern poll drives the library as our first user's master does
@@ -61,6 +64,7 @@ struct Options {
   long long hold_min_ms = 50, hold_max_ms = 300;
   bool hold_forever = false;
   bool poll = false;  // --pattern poll
+  bool shutdown = true;  // --shutdown no: exit without K8sLeaseShutdown
   std::string handoff_to;  // --handoff-to: on SIGTERM, hand the lease to this candidate
   std::string version;     // --version: declared when campaigning
   int priority = 0;        // --priority
@@ -180,6 +184,9 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       else if (std::string(v) != "campaign") return false;
     } else if (k == "--pod") {
       o->pod = v;
+    } else if (k == "--shutdown") {
+      if (std::string(v) == "no") o->shutdown = false;
+      else if (std::string(v) != "yes") return false;
     } else if (k == "--hold") {
       if (std::string(v) == "forever") o->hold_forever = true;
       else if (!ParseRange(v, &o->hold_min_ms, &o->hold_max_ms)) return false;
@@ -204,7 +211,7 @@ class Candidate {
     Stop();  // also wakes the stopper thread
     stopper.join();
     worker_ = nullptr;
-    if (K8sLeaseShutdown(5000, &err) != 0) return Fail("shutdown", err);
+    if (o_.shutdown && K8sLeaseShutdown(5000, &err) != 0) return Fail("shutdown", err);
     Log(MonoNs(), "exit", 0);
     return rc;
   }
@@ -403,6 +410,12 @@ class Candidate {
       return;
     }
     if (K8sLeaseCancelElection(Ns(), Lease(), &err) != 0) Fail("cancel", err);
+    if (!o_.shutdown) {
+      // Exit the moment CancelElection returns: nothing of the library's
+      // that is still queued survives this.
+      Log(MonoNs(), "exit", 0);
+      _exit(0);
+    }
   }
 
   int Fail(const char* what, char* msg) {

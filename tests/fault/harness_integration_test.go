@@ -84,6 +84,8 @@ type candOpts struct {
 	version  string
 	priority int
 	policy   int
+	// noShutdown: exit without K8sLeaseShutdown (lease_candidate --shutdown no).
+	noShutdown bool
 }
 
 // start launches a candidate with identity id.
@@ -117,6 +119,9 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	}
 	if o.version != "" {
 		args = append(args, "--version", o.version)
+	}
+	if o.noShutdown {
+		args = append(args, "--shutdown", "no")
 	}
 	if o.priority != 0 || o.policy != 0 {
 		args = append(args, "--priority", strconv.Itoa(o.priority), "--policy", strconv.Itoa(o.policy))
@@ -202,14 +207,15 @@ func (s *scenario) cleanup() {
 	}
 }
 
-// report reads and checks the history so far.
-func (s *scenario) report() history.Report {
+// report reads and checks the history so far, with extra events (see
+// verify).
+func (s *scenario) report(extra ...history.Event) history.Report {
 	s.t.Helper()
 	events, err := history.ParseFile(s.log)
 	if err != nil && !os.IsNotExist(err) {
 		s.t.Fatal(err)
 	}
-	return history.Check(events)
+	return history.Check(append(events, extra...))
 }
 
 // leader is the candidate whose term is open, or nil.
@@ -268,9 +274,11 @@ func (s *scenario) awaitTermEnd(within time.Duration, pid int, token int64) hist
 
 // verify requires a clean history: no overlap, rising tokens, no IsLeader
 // after a step-down. It returns the report for scenario-specific checks.
-func (s *scenario) verify() history.Report {
+// extra are events that only the test can know of (the instant a frozen
+// process stopped executing), checked with the log's and not written to it.
+func (s *scenario) verify(extra ...history.Event) history.Report {
 	s.t.Helper()
-	r := s.report()
+	r := s.report(extra...)
 	for _, v := range r.Violations {
 		s.t.Errorf("history: %s", v)
 	}
