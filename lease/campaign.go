@@ -24,7 +24,7 @@ func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self stri
 	switch {
 	case !s.synced:
 		return actWaitSync, time.Time{}
-	case s.rec.handedOffTo(self):
+	case s.rec.handedOffTo(self) && !s.staleHandOff(now):
 		// Handed to us by its leader, who stopped leading before writing
 		// it: take it now (a compare-and-swap, as every acquisition).
 		return actAcquire, time.Time{}
@@ -64,6 +64,21 @@ func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self stri
 	default:
 		return actAcquire, time.Time{}
 	}
+}
+
+// staleHandOffAge: a hand-off record older than its term plus this, by the
+// local wall clock, is not acted on at once (clocks may be that far apart).
+const staleHandOffAge = time.Minute
+
+// staleHandOff reports a hand-off record that cannot be the live one: this
+// process saw a later term (a higher token), or, by the wall clock, it is
+// older than its term and staleHandOffAge. Such a record was brought back
+// whole (etcd restored from a backup, the Lease re-created from a dump) and
+// its leader's successors may be serving: it is waited out like any
+// holder's record. Only a shortcut is refused, so a skewed clock can only
+// make a hand-off slower.
+func (s snapshot) staleHandOff(now time.Time) bool {
+	return s.rec.token < s.highestToken || now.Sub(s.rec.renewTime) > s.rec.duration()+staleHandOffAge
 }
 
 func latest(a, b time.Time) time.Time {

@@ -58,6 +58,7 @@ type Election struct {
 	written    *coordinationv1.Lease // our last successful write, for compare-and-swap
 	endErr     error                 // nil when ended by Cancel
 	lastAPIErr error
+	endEvent   <-chan struct{} // closed once the Event ending the term is written (events.go)
 	cancelOnce sync.Once
 	events     *managerEvents // Kubernetes Events on leadership changes (events.go); nil: none
 	opts       ElectionOptions
@@ -378,6 +379,15 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		case needsFix(err, act == actCreate):
 			e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
 			delay = fixRetry.next()
+		case apierrors.IsNotFound(err) && act != actCreate:
+			// The Lease was deleted since the snapshot: learn it (the
+			// watch may lag or be down), and decide again at once on
+			// that: the last holder's term is waited out before the
+			// Lease is created again.
+			e.setAPIErr(err)
+			if e.refresh(snap.rec.resourceVersion) {
+				delay = 0
+			}
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 			// Someone else wrote first. Our snapshot is stale (its watch
 			// may lag by seconds after an outage): learn the current
@@ -433,14 +443,15 @@ func (e *Election) refresh(seen string) bool {
 	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
 	e.stats.observerRequests.Add(1)
+	sent := e.obs.seqNow()
 	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		// Gone again: only the watch can say at which resource version.
+		e.obs.applyGone(sent)
 	case err != nil:
 		logf(LevelInfo, "lease %s: re-reading after a conflict: %v", e.key, err)
 	default:
-		e.obs.applyRead(cur, cur.ResourceVersion) // a quorum read: the truth, also at an older version
+		e.obs.applyRead(cur, cur.ResourceVersion, sent) // a quorum read: the truth, also at an older version
 	}
 	s := e.obs.snapshot()
 	return s.synced && s.rec.resourceVersion != seen

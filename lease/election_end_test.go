@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -71,4 +74,91 @@ func TestCancelElectionReturnsAfterItsEventIsWritten(t *testing.T) {
 		t.Fatalf("when CancelElection returned, the Lease's Events were %s; want the 'stopped leading' one written", describeEvents(evs))
 	}
 	_ = m.Shutdown(5 * time.Second)
+}
+
+// Shutdown flushes the Events itself, within its own timeout: the wait of a
+// cancel for its Event must not count against Shutdown's timeout (a slow
+// events API would make every Shutdown report a timeout although each
+// release was written at once).
+func TestShutdownWithSlowEventsDoesNotTimeOut(t *testing.T) {
+	cs := fake.NewClientset()
+	m := NewManager(clock.RealClock{})
+	slow := &slowEventsAfter{Client: clientsetapi.Wrap(cs)}
+	m.SetClient(slow)
+	m.SetEvents(true)
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the 'became leader' Event written", func() bool { return len(leaseEvents(t, cs, "l")) == 1 })
+	slow.slow.Store(true)
+	if err := m.Shutdown(time.Second); errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Shutdown(1s) with every release written at once = %v", err)
+	}
+}
+
+// slowEventsAfter answers Event writes after 3 s once slow is set.
+type slowEventsAfter struct {
+	kubeapi.Client
+	slow atomic.Bool
+}
+
+func (c *slowEventsAfter) CreateEvent(ctx context.Context, ev *kubeapi.Event) error {
+	if c.slow.Load() {
+		select {
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return c.Client.CreateEvent(ctx, ev)
+}
+
+// CancelElection with PolicyHandOffOnCancel removes the election and then
+// picks the candidate to hand off to: a Shutdown meanwhile must wait for
+// that hand-off, not return before it is written.
+func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
+	client := fake.NewClientset()
+	var armed atomic.Bool
+	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
+			return false, nil, nil
+		}
+		time.Sleep(500 * time.Millisecond) // the candidates' list
+		return false, nil, nil
+	})
+	m := process(t, client)
+	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := process(t, client).RunElection("ns", "l", "b", unitTiming) // b campaigns: it takes a hand-off in milliseconds
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's candidate record", func() bool {
+		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		return err == nil && found
+	})
+	armed.Store(true)
+	cancelled := make(chan struct{})
+	go func() { _ = m.CancelElection("ns", "l"); close(cancelled) }()
+	time.Sleep(100 * time.Millisecond) // CancelElection is listing the candidates
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	default:
+		t.Fatal("Shutdown returned while the cancel's hand-off was still under way")
+	}
+	if _, err := eb.WaitElected(5 * time.Second); err != nil {
+		t.Fatalf("b after the cancel's hand-off: %v", err)
+	}
 }

@@ -60,10 +60,10 @@ const (
 	// eventsFlushMax bounds how long Shutdown waits for queued Events (the
 	// releases it has just written) to reach the API server.
 	eventsFlushMax = 2 * time.Second
-	// endEventWait bounds how long a cancel or a hand-off waits, after its
-	// release or hand-off record is written, for its "stopped leading"
-	// Event: a host often exits right after CancelElection returns (and
-	// never calls Shutdown), which would lose the Event still queued.
+	// endEventWait bounds how long CancelElection and HandOff wait, after
+	// the release or the hand-off, for its "stopped leading" Event: a host
+	// often exits right after they return (and never calls Shutdown), which
+	// would lose the Event still queued. Shutdown flushes the queue itself.
 	endEventWait = eventsFlushMax
 	// eventsWarnEvery: at most one warning about failed Events per Manager
 	// in this time; the others are counted and logged at debug level.
@@ -170,23 +170,6 @@ func (me *managerEvents) record(key Key, uid types.UID, identity, eventType, mes
 			return ev.done
 		}
 		// Shutdown stopped p after we found it: the next pipeline writes ev.
-	}
-}
-
-// recordAndWait is record, then a wait of at most endEventWait for the
-// Event to be written: for the Event that ends a term by the host's call
-// (see endEventWait). Never on the renewal path or under a lock.
-func (me *managerEvents) recordAndWait(key Key, uid types.UID, identity, eventType, message string) {
-	done := me.record(key, uid, identity, eventType, message)
-	if done == nil {
-		return
-	}
-	t := time.NewTimer(endEventWait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		logf(LevelInfo, "lease %s: the Event %q is still being written after %v; not waiting for it", key, clipMessage(message), endEventWait)
 	}
 }
 
@@ -495,7 +478,35 @@ func (e *Election) recordRelease(endedHere bool, releaseErr error) {
 	}
 	token, uid := e.eventFacts()
 	typ, msg := stoppedEvent(e.identity, token, nil, releaseErr)
-	e.events.recordAndWait(e.key, uid, e.identity, typ, msg) // the host may exit when Cancel returns
+	e.setEndEvent(e.events.record(e.key, uid, e.identity, typ, msg))
+}
+
+// setEndEvent keeps the written-channel of the Event that ends the term
+// (see awaitEndEvent).
+func (e *Election) setEndEvent(done <-chan struct{}) {
+	e.mu.Lock()
+	e.endEvent = done
+	e.mu.Unlock()
+}
+
+// awaitEndEvent waits, at most endEventWait, for the Event that ended the
+// term to be written: for the host's CancelElection and HandOff, after
+// which a host often exits. Never under a lock; Shutdown does not wait
+// here (it flushes every Event within its own timeout).
+func (e *Election) awaitEndEvent() {
+	e.mu.Lock()
+	done := e.endEvent
+	e.mu.Unlock()
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(endEventWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		logf(LevelInfo, "lease %s: the Event of this term's end is still being written after %v; not waiting for it", e.key, endEventWait)
+	}
 }
 
 // eventFacts are the fencing token and the UID of the Lease as last written.

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
@@ -48,7 +49,7 @@ var (
 )
 
 // handOffHolderPrefix marks the holder of a hand-off record.
-const handOffHolderPrefix = "k8s-lease.io/hand-off:"
+const handOffHolderPrefix = validate.HandOffHolderPrefix
 
 func handOffHolder(to string) string { return handOffHolderPrefix + to }
 
@@ -95,31 +96,14 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if err := m.requireCampaigning(key, to, false, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
-	inFlight, ok := m.claimHandOff(e, true, true)
+	ending, ok := m.claimEnd(e, true)
 	if !ok {
 		return fmt.Errorf("hand off lease %s: %w (the election ended meanwhile)", key, ErrNotLeader)
 	}
-	return m.handOffElection(e, to, timeout, nil, inFlight)
-}
-
-// claimHandOff registers a hand-off of e as in flight (Shutdown waits for
-// it) in the same step, under m.mu, as it checks that e is still the
-// running election on its lease (check) and removes it from the running
-// elections as a cancel does (forget): Shutdown then finds e either
-// running, which it ends, or handing off, which it waits for, never
-// neither. handOffElection ends the registration.
-func (m *Manager) claimHandOff(e *Election, check, forget bool) (inFlight chan struct{}, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if check && m.elections[e.key] != e {
-		return nil, false
-	}
-	if forget {
-		delete(m.elections, e.key)
-	}
-	inFlight = make(chan struct{})
-	m.handingOff[inFlight] = struct{}{}
-	return inFlight, true
+	err := m.handOffElection(e, to, timeout, nil)
+	m.endDone(ending)
+	e.awaitEndEvent() // the host may exit when HandOff returns
+	return err
 }
 
 // requireCampaigning refuses a target with no live candidate record (one
@@ -154,15 +138,9 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt t
 
 // handOffElection hands e's lease to to and waits up to timeout for it to
 // lead. reason is what WaitLost reports: nil when the host asked for the
-// hand-off. inFlight is its registration (claimHandOff), ended here once
-// the hand-off is over: Shutdown waits for that.
-func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error, inFlight chan struct{}) error {
-	defer func() {
-		m.mu.Lock()
-		delete(m.handingOff, inFlight)
-		m.mu.Unlock()
-		close(inFlight)
-	}()
+// hand-off. The caller has registered the end of e (claimEnd), so that
+// Shutdown waits for it.
+func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error) error {
 	key := e.key
 	client, err := m.client()
 	if err != nil {
@@ -261,12 +239,13 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
 		return false
 	}
-	inFlight, ok := m.claimHandOff(e, true, false) // it stays registered, ended, as after a loss
+	ending, ok := m.claimEnd(e, false) // it stays registered, ended, as after a loss
 	if !ok {
 		return false // cancelled or shut down meanwhile
 	}
+	defer m.endDone(ending)
 	reason := fmt.Errorf("%w to %s (%s)", ErrHandedOff, to, why)
-	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason, inFlight)
+	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason)
 	if err != nil {
 		logf(LevelWarning, "lease %s: hand-off to %s (%s): %v", e.key, to, why, err)
 	}
@@ -426,5 +405,5 @@ func (e *Election) recordHandOff(to string, err error) {
 	if err != nil {
 		typ, why = kubeapi.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
-	e.events.recordAndWait(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token)) // after the record: no latency added
+	e.setEndEvent(e.events.record(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token)))
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
@@ -143,5 +144,43 @@ func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
 		if ok, _, _ := e.IsLeader(); ok && cgLeading.Load() {
 			t.Fatal("two leaders: b took the hand-off record that client-go renews")
 		}
+	}
+}
+
+// A hand-off record brought back whole (etcd restored from a backup taken
+// during a hand-off, the Lease re-created from a dump) still reads as one:
+// the target must not take it at once when this process saw a later term
+// (a higher token) or the record is far older than its term by the clock.
+func TestARestoredHandOffRecordIsNotTakenAtOnce(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	for name, restored := range map[string]struct {
+		at    time.Time
+		token int32
+	}{
+		"a later term was seen":       {testNow, 3},
+		"hours old by the wall clock": {testNow.Add(-3 * time.Hour), 5},
+		"both":                        {testNow.Add(-3 * time.Hour), 3},
+	} {
+		o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+		x := testLease("l", "x", 5, testNow, 15)
+		x.ResourceVersion = "500"
+		o.applyRead(x, "500", o.seqNow()) // x leads, term 5
+		h := testLease("l", "a", restored.token, restored.at, 15)
+		handOffSpec(h, "t", unitTiming, restored.at)
+		h.ResourceVersion = "300"
+		o.applyRead(h, "300", o.seqNow()) // read afresh at an older version
+		s := o.snapshot()
+		if act, _ := decide(s, clk.Now(), 15*time.Second, "t"); act == actAcquire {
+			t.Errorf("%s: the target takes the restored hand-off record (token %d, highest seen %d) at once; want a wait of a lease duration",
+				name, s.rec.token, s.highestToken)
+		}
+	}
+	// The live hand-off is still taken at once.
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	h := testLease("l", "a", 5, testNow, 15)
+	handOffSpec(h, "t", unitTiming, testNow)
+	o.applyRead(h, "501", o.seqNow())
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "t"); act != actAcquire {
+		t.Fatalf("a live hand-off record: decide = %v; want acquire", act)
 	}
 }

@@ -93,11 +93,13 @@ type Manager struct {
 	// not hand out a smaller token).
 	highestToken map[Key]int64
 	stats        map[Key]*leaseStats
-	events       managerEvents              // Kubernetes Events on leadership changes (events.go)
-	candidates   candidateRegistry          // candidate records (candidates.go)
-	handingOff   map[chan struct{}]struct{} // hand-offs in flight, closed when done (Shutdown waits)
-	metricsSize  atomic.Int64               // bytes of the last Metrics text, to size the next
-	firstRounds  *gate                      // admits elections to their first round (firstrounds.go)
+	events       managerEvents     // Kubernetes Events on leadership changes (events.go)
+	candidates   candidateRegistry // candidate records (candidates.go)
+	// ending holds the elections being ended (a cancel, a hand-off), each
+	// channel closed when that is done: Shutdown waits for them (claimEnd).
+	ending      map[chan struct{}]struct{}
+	metricsSize atomic.Int64 // bytes of the last Metrics text, to size the next
+	firstRounds *gate        // admits elections to their first round (firstrounds.go)
 }
 
 // observedLease is a shared observer: refs counts the elections and holder
@@ -117,7 +119,7 @@ func NewManager(clk clock.Clock) *Manager {
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		handingOff: map[chan struct{}]struct{}{}, firstRounds: firstRounds}
+		ending: map[chan struct{}]struct{}{}, firstRounds: firstRounds}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -454,14 +456,51 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 	if e != nil && id != 0 && e.id != id {
 		e = nil // a later election: not the caller's
 	}
+	var ending chan struct{}
 	if e != nil {
 		delete(m.elections, key)
+		ending = m.beginEndLocked() // in the same step: Shutdown sees it running or ending
 	}
 	m.mu.Unlock()
 	if e == nil {
 		return nil
 	}
-	return m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
+	err := m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
+	m.endDone(ending)
+	e.awaitEndEvent() // the host may exit when CancelElection returns
+	return err
+}
+
+// claimEnd registers the end of e (a hand-off), in the same step, under
+// m.mu, as it checks that e is still the running election on its lease and
+// (with forget) removes it, as a cancel does: Shutdown then finds e either
+// running, which it ends, or ending, which it waits for, never neither.
+// endDone ends the registration.
+func (m *Manager) claimEnd(e *Election, forget bool) (ending chan struct{}, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.elections[e.key] != e {
+		return nil, false
+	}
+	if forget {
+		delete(m.elections, e.key)
+	}
+	return m.beginEndLocked(), true
+}
+
+// beginEndLocked registers an election being ended; m.mu held.
+func (m *Manager) beginEndLocked() chan struct{} {
+	ch := make(chan struct{})
+	m.ending[ch] = struct{}{}
+	return ch
+}
+
+// endDone ends a registration of beginEndLocked.
+func (m *Manager) endDone(ch chan struct{}) {
+	m.mu.Lock()
+	delete(m.ending, ch)
+	m.mu.Unlock()
+	close(ch)
 }
 
 // endElection cancels e, already removed from m.elections, as a cancel or
@@ -477,8 +516,7 @@ func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
 			left := timeout - m.clock.Since(start)
 			if left > 0 {
-				inFlight, _ := m.claimHandOff(e, false, false) // already removed by the caller
-				err := m.handOffElection(e, to, left, nil, inFlight)
+				err := m.handOffElection(e, to, left, nil) // the caller registered e's end
 				switch {
 				case err == nil:
 					return nil
@@ -593,9 +631,9 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	m.mu.Lock()
 	elections := m.elections
 	m.elections = map[Key]*Election{}
-	var handingOff []chan struct{}
-	for ch := range m.handingOff {
-		handingOff = append(handingOff, ch)
+	var ending []chan struct{} // cancels and hand-offs begun before
+	for ch := range m.ending {
+		ending = append(ending, ch)
 	}
 	for key, w := range m.watches {
 		m.stopping[key] = append(m.stopping[key], w)
@@ -624,8 +662,8 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
-		m.stopIdleObservers()           // after the elections and watches gave theirs up
-		for _, ch := range handingOff { // hand-offs in flight end (their Events recorded, observers given up)
+		m.stopIdleObservers()       // after the elections and watches gave theirs up
+		for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
 			<-ch
 		}
 		for _, e := range elections { // their candidate records deleted: nothing left behind when the host exits

@@ -233,7 +233,10 @@ func TestGetHolderReportsABrokenWatch(t *testing.T) {
 	m.mu.Lock()
 	obs := m.observers[Key{"ns", "l"}].obs
 	m.mu.Unlock()
-	obs.failed(errors.New("connection refused"))
+	obs.mu.Lock()
+	loop := obs.loop // the running loop's error
+	obs.mu.Unlock()
+	obs.failed(errors.New("connection refused"), loop)
 	if _, err := m.GetHolder("ns", "l"); err == nil || err.Error() != "get lease ns/l: connection refused (following the lease, retrying)" {
 		t.Fatalf("GetHolder with a broken watch = %v", err)
 	}

@@ -25,7 +25,10 @@ type snapshot struct {
 	// since it started, or by the renewals of an election of this process
 	// that leads the lease. A snapshot that is not live may be any age:
 	// nobody followed the lease for a while.
-	live  bool
+	live bool
+	// seq counts the states applied: a read sent at seq is the newest
+	// state only while nothing was applied since (see applyRead).
+	seq   uint64
 	rec   record // latest state; rec.exists false when absent
 	lease *coordinationv1.Lease
 	// observedAt is when rec's election record last changed here. Like
@@ -138,6 +141,7 @@ func (o *observer) pauseWhileLeading(leader any) {
 	o.pausedBy = leader
 	o.startWanted = false // this leader's own end says whether others use it
 	o.pauseLocked()
+	o.notifyLocked() // the snapshot is live now: a waiter for a list cut short answers
 }
 
 // leadingEnded lifts the pause made for leader, and resumes the follow loop
@@ -205,6 +209,14 @@ func (o *observer) snapshot() snapshot {
 	return s
 }
 
+// seqNow is the count of states applied so far (snapshot.seq), to pass
+// to applyRead with the answer of a read sent now.
+func (o *observer) seqNow() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.snap.seq
+}
+
 // errNotSynced: the observer gave no answer in time, or was stopped first.
 var errNotSynced = errors.New("no answer from the API server")
 
@@ -258,7 +270,7 @@ func (o *observer) unsubscribe(ch chan struct{}) {
 // on the watch, or in the answer to our own write, unless it is older than
 // what we have. Writers call it with their own responses so that local
 // reads never lag behind their writes.
-func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, false, 0) }
+func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, false, 0, 0) }
 
 // applyRead records the state a fresh read (a list, a GET, both quorum
 // reads) returned, at whatever resource version: a read is the truth.
@@ -272,22 +284,43 @@ func (o *observer) apply(l *coordinationv1.Lease, rv string) { o.applyState(l, r
 // change, and its expiry from now. And versions can go back (etcd restored
 // from a backup): refusing them would ignore the Lease until the next
 // relist, so the older state is taken, as first seen (from now too).
-func (o *observer) applyRead(l *coordinationv1.Lease, rv string) { o.applyState(l, rv, true, 0) }
+//
+// All of this only for the newest state: sent is the snapshot's seq when
+// the read was sent (seqNow), and when anything was applied since (a watch
+// event, the answer to a write), the read may be older than that and is
+// applied as apply does (ignored unless newer).
+func (o *observer) applyRead(l *coordinationv1.Lease, rv string, sent uint64) {
+	o.applyState(l, rv, true, sent, 0)
+}
+
+// applyGone records that a read sent at seq sent found no Lease, unless
+// anything was applied since (the read may then be older than that): the
+// answer of a GET carries no resource version to compare.
+func (o *observer) applyGone(sent uint64) { o.applyState(nil, "", true, sent, 0) }
 
 // applyList is applyRead for the list of the follow loop numbered loop: its
 // first success makes the snapshot live.
-func (o *observer) applyList(l *coordinationv1.Lease, rv string, loop uint64) {
-	o.applyState(l, rv, true, loop)
+func (o *observer) applyList(l *coordinationv1.Lease, rv string, sent, loop uint64) {
+	o.applyState(l, rv, true, sent, loop)
 }
 
-func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, loop uint64) {
+func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sent, loop uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if read && sent != o.snap.seq { // maybe older than what was applied meanwhile
+		if l == nil && rv == "" {
+			return // a read that found nothing says not when: nothing to compare
+		}
+		read = false
+	}
 	becameLive := loop != 0 && loop == o.loop && o.listedBy != loop
 	if becameLive {
 		o.listedBy = loop
 	}
 	if !read && o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
+		if becameLive {
+			o.notifyLocked()
+		}
 		return
 	}
 	rec := recordOf(l)
@@ -316,6 +349,7 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, loo
 	// it would turn a candidate's re-read after a conflict into a loop.
 	news := changed || becameLive || o.snap.err != nil || rv != o.snap.rec.resourceVersion
 	o.snap.synced = true
+	o.snap.seq++
 	o.snap.err = nil
 	o.snap.rec = rec
 	o.snap.lease = l
@@ -336,9 +370,11 @@ func (o *observer) notifyLocked() {
 	}
 }
 
-// failed records a list or watch error and wakes subscribers, so that an
-// election can give up on an error that retrying will not cure.
-func (o *observer) failed(err error) {
+// failed records a list or watch error of the follow loop numbered loop
+// and wakes subscribers, so that an election can give up on an error that
+// retrying will not cure. An error of a loop paused or replaced meanwhile
+// is not the current loop's (it cleared the error when it started).
+func (o *observer) failed(err error, loop uint64) {
 	level := LevelInfo
 	if needsFix(err, false) || permanent(err) {
 		level = LevelWarning
@@ -346,6 +382,9 @@ func (o *observer) failed(err error) {
 	logf(level, "following lease %s: %v (retrying)", o.name, err)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if loop != o.loop || o.cancelLoop == nil {
+		return
+	}
 	o.snap.err, o.snap.errAt = err, o.clock.Now()
 	o.notifyLocked()
 }
@@ -396,7 +435,7 @@ func (o *observer) run(ctx context.Context, loop uint64) {
 			rv = "" // too old to resume: list again
 			continue
 		}
-		o.failed(err)
+		o.failed(err, loop)
 		select {
 		case <-ctx.Done():
 		case <-o.clock.After(backoff.next()):
@@ -434,6 +473,7 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	o.stats.observerRequests.Add(1)
+	sent := o.seqNow()
 	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
 	if err != nil {
 		return "", err
@@ -445,9 +485,9 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 		}
 	}
 	if found != nil {
-		o.applyList(found, found.ResourceVersion, loop)
+		o.applyList(found, found.ResourceVersion, sent, loop)
 	} else {
-		o.applyList(nil, list.ResourceVersion, loop)
+		o.applyList(nil, list.ResourceVersion, sent, loop)
 	}
 	return list.ResourceVersion, nil
 }

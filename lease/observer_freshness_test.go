@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -187,15 +188,15 @@ func TestGetHolderNeverEvictsAnObserverBeingWaitedOn(t *testing.T) {
 func TestAReadAfterAGapCountsANewVersionAsAChange(t *testing.T) {
 	clk := clocktesting.NewFakeClock(testNow)
 	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
-	o.applyRead(testLease("l", "a", 3, testNow, 10), "10")
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "10", o.seqNow())
 	clk.Step(5 * time.Second)
-	o.applyRead(testLease("l", "a", 3, testNow, 10), "30") // the same content, written again
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "30", o.seqNow()) // the same content, written again
 	if s := o.snapshot(); !s.observedAt.Equal(clk.Now()) {
 		t.Fatalf("observedAt %v after a relist found the same content at a new version; want %v (this sighting)",
 			s.observedAt.Sub(testNow), clk.Now().Sub(testNow))
 	}
 	clk.Step(time.Second)
-	o.applyRead(testLease("l", "a", 3, testNow, 10), "30") // nothing written since
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "30", o.seqNow()) // nothing written since
 	if s := o.snapshot(); !s.observedAt.Equal(testNow.Add(5 * time.Second)) {
 		t.Fatal("a relist of the very same version reset the observation time")
 	}
@@ -223,5 +224,126 @@ func TestVersionsGoingBackTreatTheLeaseAsFirstSeen(t *testing.T) {
 	s := o.snapshot()
 	if s.rec.resourceVersion != "50" || !s.observedAt.Equal(clk.Now()) {
 		t.Fatalf("after the re-read: version %q, observedAt %v; want 50 and now (first seen)", s.rec.resourceVersion, s.observedAt.Sub(testNow))
+	}
+}
+
+// heldGet answers a Get with answer once proceed is closed (announcing on
+// entered first): a re-read whose answer arrives after the watch moved on.
+type heldGet struct {
+	coordclient.LeaseInterface
+	entered, proceed chan struct{}
+	answer           *coordinationv1.Lease
+}
+
+func (g heldGet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	close(g.entered)
+	<-g.proceed
+	return g.answer.DeepCopy(), nil
+}
+
+func leaseAt(holder string, token int32, renewed time.Time, seconds int32, rv string) *coordinationv1.Lease {
+	l := testLease("l", holder, token, renewed, seconds)
+	l.ResourceVersion = rv
+	return l
+}
+
+// refreshRacingTheWatch runs a candidate's re-read after a conflict whose
+// answer (stale) arrives after the watch applied watched.
+func refreshRacingTheWatch(t *testing.T, o *observer, stale *coordinationv1.Lease, watched func()) {
+	t.Helper()
+	g := heldGet{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"),
+		entered: make(chan struct{}), proceed: make(chan struct{}), answer: stale}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, g, o, o.clock, &leaseStats{}, func() bool { return false })
+	done := make(chan struct{})
+	go func() { defer close(done); e.refresh(o.snapshot().rec.resourceVersion) }()
+	<-g.entered
+	watched()
+	close(g.proceed)
+	<-done
+}
+
+// A re-read served before a takeover and answered after the watch showed
+// it must not put the older state back: a deletion seen next would then
+// have no holder to wait out (the snapshot's last holder would be the
+// release), and the candidate would re-create the Lease while x leads.
+func TestARefreshAnsweredLateDoesNotUndoANewerTakeover(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("y", 1, testNow, 15, "100"), "100", o.seqNow())
+	o.apply(leaseAt("", 1, testNow, 1, "101"), "101") // y released
+	refreshRacingTheWatch(t, o, leaseAt("", 1, testNow, 1, "101"), func() {
+		clk.Step(100 * time.Millisecond)
+		o.apply(leaseAt("x", 2, clk.Now(), 15, "102"), "102") // x took it, and leads
+	})
+	if s := o.snapshot(); s.rec.holder != "x" {
+		t.Fatalf("after the late re-read the snapshot holds %q at %s; want x at 102", s.rec.holder, s.rec.resourceVersion)
+	}
+	o.apply(nil, "103") // an operator deletes the Lease
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c"); act != actWait {
+		t.Fatalf("decide after x took the Lease and it was deleted = %v; want wait (x's term)", act)
+	}
+}
+
+// The same when the watch showed a deletion: the late answer must not bring
+// the Lease back, or the candidate would only ever send Updates (NotFound)
+// and never re-create it.
+func TestARefreshAnsweredLateDoesNotUndoADeletion(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("x", 2, testNow, 15, "101"), "101", o.seqNow())
+	refreshRacingTheWatch(t, o, leaseAt("x", 2, testNow, 15, "101"), func() { o.apply(nil, "102") })
+	if s := o.snapshot(); s.rec.exists {
+		t.Fatalf("after the late re-read the snapshot has the Lease at %s; want it deleted", s.rec.resourceVersion)
+	}
+}
+
+// An acquisition answered NotFound (the Lease deleted since the snapshot)
+// is learnt from: the candidate re-creates the Lease once the last
+// holder's term ran out, even when no watch event tells it.
+func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	leases := client.CoordinationV1().Leases("ns")
+	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("x", 2, testNow, 15, "101"), "101", o.seqNow()) // the Lease is gone from the server
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	notify := o.subscribe()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
+	defer func() { e.cancel(); clk.Step(time.Hour); <-done }()
+	for range 200 {
+		time.Sleep(5 * time.Millisecond)
+		clk.Step(time.Second)
+		if _, err := leases.Get(context.Background(), "l", metav1.GetOptions{}); err == nil {
+			return
+		}
+	}
+	t.Fatalf("the Lease was not re-created within 200 s of fake time (snapshot: exists %v at %s)",
+		o.snapshot().rec.exists, o.snapshot().rec.resourceVersion)
+}
+
+// A GetHolder waiting on a resumed loop's list while this process's own
+// election acquires: the pause that follows makes the snapshot live, and
+// must wake the waiter (the list it waited for is cut short by the pause).
+func TestThePauseOfANewLeaderWakesAGetHolderWaitingForAList(t *testing.T) {
+	client := fake.NewClientset()
+	release := make(chan struct{})
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		<-release // a list in flight
+		return false, nil, nil
+	})
+	defer close(release)
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	defer func() { go o.stop() }()
+	o.applyRead(leaseAt("", 1, testNow, 1, "10"), "10", o.seqNow()) // followed before, then idle
+	o.start()                                                       // resumed: lists first
+	got := make(chan error, 1)
+	go func() { _, err := o.awaitSynced(time.Second); got <- err }()
+	time.Sleep(50 * time.Millisecond)
+	o.apply(leaseAt("a", 2, testNow, 15, "11"), "11") // our acquisition's answer
+	time.Sleep(20 * time.Millisecond)                 // the waiter looks again: not live yet
+	o.pauseWhileLeading(new(int))
+	if err := <-got; err != nil {
+		t.Fatalf("awaitSynced with a live snapshot there: %v", err)
 	}
 }

@@ -44,6 +44,9 @@ func TestValidateIdentity(t *testing.T) {
 		{"nl\n", "control characters"},
 		{"bad\xffutf8", "invalid UTF-8"},
 		{strings.Repeat("x", validate.MaxIdentityLen+1), "at most 1024 bytes"},
+		// The hand-off record's holder names: reserved for the library.
+		{"k8s-lease.io/hand-off:b", `must not start with "k8s-lease.io/hand-off:"`},
+		{"k8s-lease.io/hand-off", ""},
 	}
 	for _, tt := range tests {
 		checkValidation(t, "ValidateIdentity("+tt.identity+")", ValidateIdentity(tt.identity), tt.wantErr)

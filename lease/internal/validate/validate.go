@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode"
 
@@ -84,8 +85,15 @@ func Identity(identity string) error {
 			return Invalid("identity: must not contain control characters or invalid UTF-8 (byte %d)", i)
 		}
 	}
+	if strings.HasPrefix(identity, HandOffHolderPrefix) {
+		return Invalid("identity: must not start with %q (the holder of a hand-off record)", HandOffHolderPrefix)
+	}
 	return nil
 }
+
+// HandOffHolderPrefix begins the holder name of a hand-off record (see
+// package lease): no candidate of ours may have such an identity.
+const HandOffHolderPrefix = "k8s-lease.io/hand-off:"
 
 // Seconds converts an election timing given in whole seconds, refusing
 // negative values and overflow, and checks it as Durations does.
