@@ -110,7 +110,8 @@ int K8sLeaseInit(char** errMsg);
  * at a time per process, the others in turn (a burst of them leaves memory
  * behind); later requests - renewals, retries, a standby's takeover - never
  * wait. The wait counts in K8sLeaseWaitElected's timeout.
- * Rules: identity non-empty, no control characters, at most 1024 bytes;
+ * Rules: identity non-empty, no control characters, at most 1024 bytes,
+ * not starting "k8s-lease.io/hand-off:" (the holder of hand-off records);
  * leaseDurationSec > renewDeadlineSec > 1.2 * retryPeriodSec > 0.
  * One election per lease per process: a second one on the same lease is
  * refused until the first is cancelled or has ended.
