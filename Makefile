@@ -3,6 +3,7 @@
 #   make envtest-assets  build kube-apiserver/etcd/kubectl into the user cache
 #   make envtest-server  build/bin/envtest-server
 #   make test            vet + Go unit + Go integration + C++ (ctest)
+#   make toolchain-check the library and ./lease/... tests with Go 1.27.3 (a download)
 #   make demo            three HA replicas on a real API server: fail-over and hand-off
 #   make bench           k8s-lease vs plain client-go, side by side (~23 min)
 #   make soak            the fault suite's churn, >= 1000 leader changes
@@ -31,7 +32,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-check bench clean
+.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
@@ -97,6 +98,26 @@ header-check: $(LIB)
 	cd capi && $(GO) tool cgo -objdir $(abspath $(CAPI_HEADER_DIR))/ -exportheader $(abspath $(CAPI_HEADER_DIR))/libk8s_lease_wrapper.h \
 	  $$(grep -l '^import "C"' $$(ls *.go | grep -v '_test\.go$$'))
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_CHECK_CAPI -I$(CAPI_HEADER_DIR) -Icapi -fsyntax-only tests/header/generated_header.c
+
+# Our first user's combined build: embedded/k8s_lease_wrapper.go beside
+# another main package file (a stand-in for their etcd_wrapper.go) in a
+# scratch module that replaces this one with the checkout, go mod tidy and
+# go build -buildmode=c-shared naming both files, offline; then its exports,
+# its generated header and a C program that calls both files' exports
+# (tests/combined/run.sh). Built with -trimpath like $(LIB), so the compiled
+# client-go is the build cache's.
+combined-check:
+	GO=$(GO) CC=$(CC) CXX=$(CXX) bash tests/combined/run.sh
+
+# The library and the lease package's unit tests with the newest Go the
+# module proxy serves (a toolchain download; not in make test: a cold
+# build cache for that Go, minutes on two cores).
+TOOLCHAIN_CHECK_GO ?= go1.27.3
+toolchain-check:
+	@GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) version
+	GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' \
+	  -o $(BUILD)/toolchain-check/libk8s_lease_wrapper.so k8s_lease_wrapper.go
+	GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) test -count=1 ./lease/...
 
 # envtest (controller-runtime) and the Prometheus parser are for tests only,
 # and client-go's typed clientset (its scheme registers every API group),
@@ -178,7 +199,7 @@ cpp-test: cmake-build
 
 # Stage by stage, each timed; the times are printed at the end.
 # The Go unit tests run inside the integration stage (see there).
-TEST_STAGES := deps vet header-check panic-unit fuzz integration demo-check cpp-test
+TEST_STAGES := deps vet header-check combined-check panic-unit fuzz integration demo-check cpp-test
 test:
 	@mkdir -p $(BUILD) && : > $(BUILD)/test-times.txt
 	@for stage in $(TEST_STAGES); do start=$$(date +%s); \
