@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -160,5 +161,97 @@ func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
 	}
 	if _, err := eb.WaitElected(5 * time.Second); err != nil {
 		t.Fatalf("b after the cancel's hand-off: %v", err)
+	}
+}
+
+// Shutdown stops the idle observers BEFORE it waits for the cancels and
+// hand-offs in flight (m.ending). A CancelElection with PolicyHandOffOnCancel
+// begun before Shutdown takes an observer share of its own (handOffElection),
+// which resumes the follow loop; that share is given up after
+// stopIdleObservers ran, so the observer keeps listing and watching after
+// Shutdown returned (until the reaper, a minute later).
+func TestShutdownLeavesNoObserverOfACancelsHandOffFollowing(t *testing.T) {
+	client := fake.NewClientset()
+	var armed atomic.Bool
+	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
+			return false, nil, nil
+		}
+		time.Sleep(500 * time.Millisecond) // the candidates' list
+		return false, nil, nil
+	})
+	m := process(t, client)
+	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eb, err := process(t, client).RunElection("ns", "l", "b", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's candidate record", func() bool {
+		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		return err == nil && found
+	})
+	armed.Store(true)
+	go func() { _ = m.CancelElection("ns", "l") }()
+	time.Sleep(100 * time.Millisecond)
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eb.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, ol := range m.observers {
+		ol.obs.mu.Lock()
+		following := ol.obs.cancelLoop != nil
+		ol.obs.mu.Unlock()
+		if following {
+			t.Errorf("after Shutdown returned, the observer of %s (refs %d) still follows the lease", key, ol.refs)
+		}
+	}
+}
+
+// A panic below HandOff (the cgo layer's guard recovers it, as here) must
+// not leave the hand-off registered as in flight: every later Shutdown
+// would wait for it until its timeout and report ErrShutdownTimeout.
+func TestAPanicInHandOffDoesNotLeaveShutdownWaiting(t *testing.T) {
+	client := fake.NewClientset()
+	var armed atomic.Bool
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if armed.Load() && ok && l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, handOffHolderPrefix) {
+			panic("injected: the hand-off write")
+		}
+		return false, nil, nil
+	})
+	m := process(t, client)
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := process(t, client).RunElection("ns", "l", "b", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's candidate record", func() bool {
+		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		return err == nil && found
+	})
+	armed.Store(true)
+	func() {
+		defer func() { _ = recover() }() // the cgo layer's guard
+		_ = m.HandOff("ns", "l", "b", time.Second)
+	}()
+	if err := m.Shutdown(time.Second); errors.Is(err, ErrShutdownTimeout) {
+		t.Fatalf("Shutdown after a HandOff that panicked (and was recovered): %v", err)
 	}
 }

@@ -466,7 +466,7 @@ func (e *Election) recordLoss() {
 	}
 	token, uid := e.eventFacts()
 	typ, msg := stoppedEvent(e.identity, token, reason, nil)
-	e.events.record(e.key, uid, e.identity, typ, msg)
+	e.setEndEvent(e.events.record(e.key, uid, e.identity, typ, msg)) // a CancelElection after the loss waits for it
 }
 
 // recordRelease records the end of a leadership by Cancel (or Shutdown),

@@ -100,8 +100,10 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if !ok {
 		return fmt.Errorf("hand off lease %s: %w (the election ended meanwhile)", key, ErrNotLeader)
 	}
-	err := m.handOffElection(e, to, timeout, nil)
-	m.endDone(ending)
+	err := func() error {
+		defer m.endDone(ending)
+		return m.handOffElection(e, to, timeout, nil)
+	}()
 	e.awaitEndEvent() // the host may exit when HandOff returns
 	return err
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -95,9 +97,10 @@ type Manager struct {
 	stats        map[Key]*leaseStats
 	events       managerEvents     // Kubernetes Events on leadership changes (events.go)
 	candidates   candidateRegistry // candidate records (candidates.go)
-	// ending holds the elections being ended (a cancel, a hand-off), each
-	// channel closed when that is done: Shutdown waits for them (claimEnd).
-	ending      map[chan struct{}]struct{}
+	// ending holds the elections being ended (a cancel, a hand-off), by a
+	// channel closed when that is done: Shutdown and a concurrent cancel
+	// wait for them (claimEnd).
+	ending      map[chan struct{}]*Election
 	metricsSize atomic.Int64 // bytes of the last Metrics text, to size the next
 	firstRounds *gate        // admits elections to their first round (firstrounds.go)
 }
@@ -119,7 +122,7 @@ func NewManager(clk clock.Clock) *Manager {
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		ending: map[chan struct{}]struct{}{}, firstRounds: firstRounds}
+		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -457,16 +460,30 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 		e = nil // a later election: not the caller's
 	}
 	var ending chan struct{}
+	var others []chan struct{}
 	if e != nil {
 		delete(m.elections, key)
-		ending = m.beginEndLocked() // in the same step: Shutdown sees it running or ending
+		ending = m.beginEndLocked(e) // in the same step: Shutdown sees it running or ending
+	} else {
+		// Being ended by another call (a cancel, a hand-off): this one
+		// returns once that is done too, as if it had ended it.
+		for ch, x := range m.ending {
+			if x.key == key && (id == 0 || x.id == id) {
+				others = append(others, ch)
+			}
+		}
 	}
 	m.mu.Unlock()
 	if e == nil {
+		for _, ch := range others {
+			<-ch
+		}
 		return nil
 	}
-	err := m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
-	m.endDone(ending)
+	err := func() error {
+		defer m.endDone(ending)
+		return m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
+	}()
 	e.awaitEndEvent() // the host may exit when CancelElection returns
 	return err
 }
@@ -485,13 +502,13 @@ func (m *Manager) claimEnd(e *Election, forget bool) (ending chan struct{}, ok b
 	if forget {
 		delete(m.elections, e.key)
 	}
-	return m.beginEndLocked(), true
+	return m.beginEndLocked(e), true
 }
 
-// beginEndLocked registers an election being ended; m.mu held.
-func (m *Manager) beginEndLocked() chan struct{} {
+// beginEndLocked registers e as being ended; m.mu held.
+func (m *Manager) beginEndLocked(e *Election) chan struct{} {
 	ch := make(chan struct{})
-	m.ending[ch] = struct{}{}
+	m.ending[ch] = e
 	return ch
 }
 
@@ -631,9 +648,11 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	m.mu.Lock()
 	elections := m.elections
 	m.elections = map[Key]*Election{}
-	var ending []chan struct{} // cancels and hand-offs begun before
-	for ch := range m.ending {
+	var ending []chan struct{} // cancels and hand-offs begun before, and their elections
+	var endingElections []*Election
+	for ch, e := range m.ending {
 		ending = append(ending, ch)
+		endingElections = append(endingElections, e)
 	}
 	for key, w := range m.watches {
 		m.stopping[key] = append(m.stopping[key], w)
@@ -662,12 +681,12 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	finished := make(chan struct{})
 	go func() {
 		wg.Wait()
-		m.stopIdleObservers()       // after the elections and watches gave theirs up
 		for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
 			<-ch
 		}
-		for _, e := range elections { // their candidate records deleted: nothing left behind when the host exits
-			if e.candidacy != nil {
+		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
+		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
+			if e.candidacy != nil { // candidate records deleted: nothing left behind when the host exits
 				<-e.candidacy.done
 			}
 		}

@@ -307,29 +307,32 @@ func (o *observer) applyList(l *coordinationv1.Lease, rv string, sent, loop uint
 func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sent, loop uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if read && sent != o.snap.seq { // maybe older than what was applied meanwhile
-		if l == nil && rv == "" {
-			return // a read that found nothing says not when: nothing to compare
-		}
-		read = false
-	}
 	becameLive := loop != 0 && loop == o.loop && o.listedBy != loop
 	if becameLive {
 		o.listedBy = loop
+		defer o.notifyLocked() // whatever follows: waiters for a live snapshot answer
+	}
+	// A read comes after a gap: what happened since the last state seen
+	// may be unseen. It is the newest state only if nothing was applied
+	// while it was in flight; else it may be older than that, and is taken
+	// only if newer (a read that found nothing says not when: dropped).
+	gap := read
+	if read && sent != o.snap.seq {
+		if l == nil && rv == "" {
+			return
+		}
+		read = false
 	}
 	if !read && o.snap.synced && o.snap.rec.resourceVersion != "" && !rvNewer(rv, o.snap.rec.resourceVersion) {
-		if becameLive {
-			o.notifyLocked()
-		}
 		return
 	}
 	rec := recordOf(l)
 	rec.resourceVersion = rv
 	now := o.clock.Now()
 	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
-	if read && !changed && rec.exists && rv != o.snap.rec.resourceVersion {
+	if gap && !changed && rec.exists && rv != o.snap.rec.resourceVersion {
 		changed = true // see applyRead: content repeated, or versions went back
-		if old := o.snap.rec.resourceVersion; old != "" && rvNewer(old, rv) {
+		if old := o.snap.rec.resourceVersion; read && old != "" && rvNewer(old, rv) {
 			logf(LevelWarning, "lease %s: its resourceVersion went back from %s to %s (etcd restored from a backup?): taking the Lease as first seen",
 				o.name, old, rv)
 		}
@@ -341,15 +344,23 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sen
 		o.snap.lastHeld, o.snap.lastHeldAt = record{}, time.Time{}
 	case changed && o.snap.rec.exists && o.snap.rec.holder != "":
 		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
+	case changed && gap && !rec.exists && o.snap.rec.exists:
+		// Gone, learnt by a read after a gap from a record with no
+		// holder: someone may have taken the Lease in between, unseen,
+		// and may still serve. Wait a term out from now (decide).
+		o.snap.lastHeld, o.snap.lastHeldAt = record{exists: true, holder: "(unseen)", unseen: true}, now
 	}
 	if changed {
 		o.snap.observedAt = now
 	}
 	// A read of the very state we have is no news: waking subscribers for
 	// it would turn a candidate's re-read after a conflict into a loop.
-	news := changed || becameLive || o.snap.err != nil || rv != o.snap.rec.resourceVersion
+	moved := changed || rv != o.snap.rec.resourceVersion
+	news := moved || o.snap.err != nil
+	if moved {
+		o.snap.seq++ // a read of the very state we have demotes no other read
+	}
 	o.snap.synced = true
-	o.snap.seq++
 	o.snap.err = nil
 	o.snap.rec = rec
 	o.snap.lease = l

@@ -347,3 +347,75 @@ func TestThePauseOfANewLeaderWakesAGetHolderWaitingForAList(t *testing.T) {
 		t.Fatalf("awaitSynced with a live snapshot there: %v", err)
 	}
 }
+
+// A candidate's re-read after a conflict shows, after a gap (the watch is
+// down), the holder's record at a NEW resourceVersion with the SAME content
+// as the snapshot (a renewal patch that landed twice: rv 10 = P1, rv 11 = P2,
+// rv 12 = P1 again). A relist
+// racing the re-read (served before rv 11: the very same rv 10) must not
+// make the re-read lose that rule: the expiry counts from this sighting,
+// or the candidate would take the Lease at rv 12 while the holder's P2
+// term may still run.
+func TestAReadRacingARelistStillCountsANewVersionAsAChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow()) // P1 seen at testNow
+	clk.Step(16 * time.Second)                                        // judged expired; CAS at rv 10 conflicts (rv 11, 12 exist)
+	listSent := o.seqNow()                                            // the follow loop's relist, sent before the re-read
+	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {
+		o.applyList(leaseAt("h", 3, testNow, 15, "10"), "10", listSent, 0) // served before rv 11: the same version again
+	})
+	s := o.snapshot()
+	if s.rec.resourceVersion != "12" {
+		t.Fatalf("rv %s", s.rec.resourceVersion)
+	}
+	if act, _ := decide(s, clk.Now(), 15*time.Second, "c"); act == actAcquire {
+		t.Fatalf("after a re-read found the same content at a new version (rv 10 -> 12, a gap): decide = acquire, observedAt %v ago; want a wait of a lease duration from this sighting (as without the racing relist)",
+			clk.Now().Sub(s.observedAt))
+	}
+}
+
+// Control: the same without the racing relist waits (read semantics).
+func TestAReadAfterAGapAtANewVersionWaitsATerm(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow())
+	clk.Step(16 * time.Second)
+	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {})
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c"); act == actAcquire {
+		t.Fatal("control: acquire")
+	}
+}
+
+// The snapshot shows y's release (rv 101: y's term over, lastHeld cleared).
+// The watch is down (no events). Unseen: z (a plain client-go candidate, or
+// one of ours) acquires at rv 102 and leads; an operator deletes the Lease
+// at rv 103; z steps down only at its next renewal (a retry period later).
+// Our candidate judges the released Lease free, its Update at rv 101 is
+// answered NotFound, refresh's GET NotFound is applied as "absent" with
+// read semantics -- and decide creates the Lease at once: z's term, which
+// may still run, is not waited out ("a standby waits out the deleted
+// holder's term"). An absence learnt by a read after a gap says nothing
+// about who held the Lease in between.
+func TestAnAbsenceLearntByAReadAfterAGapWaitsATerm(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	leases := client.CoordinationV1().Leases("ns")
+	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("y", 1, testNow, 15, "100"), "100", o.seqNow())
+	rel := leaseAt("y", 1, testNow, 15, "101")
+	releaseSpec(rel, testNow)
+	o.apply(rel, "101") // y released; then the watch went down
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	notify := o.subscribe()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
+	defer func() { e.cancel(); clk.Step(time.Hour); <-done }()
+	for range 100 {
+		time.Sleep(5 * time.Millisecond)
+		if _, err := leases.Get(context.Background(), "l", metav1.GetOptions{}); err == nil {
+			t.Fatalf("the Lease was re-created %v (fake time) after the absence was learnt by a re-read after a gap; want a wait of a lease duration (z may have held it meanwhile)",
+				clk.Now().Sub(testNow))
+		}
+	}
+}
