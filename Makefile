@@ -19,27 +19,31 @@ LIB := $(BUILD)/libk8s_lease_wrapper.so
 # Debug info is stripped from the shipped library; `make lib LIB_LDFLAGS=`
 # keeps it.
 LIB_LDFLAGS ?= -s -w
-SONAME_FLAGS := -extldflags=-Wl,-soname,libk8s_lease_wrapper.so
 GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(BUILD)/*') go.mod go.sum
-# What the library is built from: a change elsewhere does not rebuild it.
-# (capi/callbacks.c includes include/k8s_lease.h, for its typedefs.)
-LIB_SOURCES := k8s_lease_wrapper.go $(filter-out %_test.go,$(wildcard capi/*.go lease/*.go lease/kubeapi/*.go lease/internal/*/*.go)) \
-  $(wildcard capi/*.c capi/*.h internal/runtimecheck/*.go internal/runtimecheck/*.c internal/runtimecheck/*.h) \
-  include/k8s_lease.h go.mod go.sum
+# The library's one recipe, CMakeLists.txt's too (flags, soname): OUT_DIR,
+# then go build flags of the caller's. The compiler is make's $(CC), as
+# combined-check's, so the cgo packages' compile is the same one.
+BUILD_LIB = LIB_LDFLAGS='$(LIB_LDFLAGS)' GO='$(GO)' CC='$(CC)' bash hack/build-lib.sh
+# What the library is built from (go list, by the script: the packages of
+# this module it imports, their C files, include/k8s_lease.h, which
+# capi/callbacks.c includes, go.mod, go.sum): a change elsewhere does not
+# rebuild it. Should go list fail, the list is the fixed files only and go
+# build, run on their change, reports why.
+LIB_SOURCES := $(shell GO='$(GO)' bash hack/build-lib.sh --sources)
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
 ASSETS_SCRIPT := hack/envtest-assets/build.sh
 # Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only when
 # the cached binaries are missing or stale, and prints their directory last.
 with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 
-.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-check bench clean
+.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-check bench clean
 
 all: lib
 
 lib: $(LIB)
 
 $(LIB): $(LIB_SOURCES)
-	$(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
+	$(BUILD_LIB) $(BUILD)
 	mkdir -p $(BUILD)/include && cp include/k8s_lease.h $(BUILD)/include/
 	cp include/k8s_lease.h $(BUILD)/
 
@@ -47,7 +51,7 @@ $(LIB): $(LIB_SOURCES)
 # that a panic inside it reaches C as -1. Never shipped.
 PANIC_LIB := $(BUILD)/panic/libk8s_lease_wrapper.so
 $(PANIC_LIB): $(LIB_SOURCES)
-	$(GO) build -buildmode=c-shared -trimpath -tags k8s_lease_panic_inject -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' -o $@ k8s_lease_wrapper.go
+	$(BUILD_LIB) $(dir $@) -tags k8s_lease_panic_inject
 
 envtest-assets:
 	bash $(ASSETS_SCRIPT)
@@ -65,12 +69,20 @@ TOOL_BUILD := $(GO) build -race
 $(ENVTEST_SERVER): $(GO_SOURCES)
 	$(TOOL_BUILD) -o $@ ./cmd/envtest-server
 
-vet: check-deps tidy-check
+vet: check-deps tidy-check version-check
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [ -n "$$unformatted" ]; then echo "not gofmt'd: $$unformatted"; exit 1; fi
 	$(GO) vet -race ./...
 	$(GO) vet -race -tags integration ./...
 	$(GO) vet -race -tags k8s_lease_panic_inject ./lease
+
+# One version, VERSION (one line, MAJOR.MINOR.PATCH): CMake reads it
+# (project(VERSION), so the pkg-config and find_package version files); the
+# Go constant (lease.Version, K8sLeaseVersion's string) and the macros of
+# include/k8s_lease.h cannot, and must equal it (capi/version_test.go, in
+# the unit tests too; here it fails early).
+version-check:
+	$(GO) test -race -count=1 -run '^TestVersion' ./capi
 
 # Our first user's build runs `go mod tidy` before building: it must find
 # nothing to change.
@@ -115,8 +127,7 @@ combined-check:
 TOOLCHAIN_CHECK_GO ?= go1.27.3
 toolchain-check:
 	@GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) version
-	GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) build -buildmode=c-shared -trimpath -ldflags '$(LIB_LDFLAGS) $(SONAME_FLAGS)' \
-	  -o $(BUILD)/toolchain-check/libk8s_lease_wrapper.so k8s_lease_wrapper.go
+	GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(BUILD_LIB) $(BUILD)/toolchain-check
 	GOTOOLCHAIN=$(TOOLCHAIN_CHECK_GO) $(GO) test -count=1 ./lease/...
 
 # envtest (controller-runtime) and the Prometheus parser are for tests only,

@@ -17,9 +17,10 @@
 // needs no copy: its main package imports package capi (see the README).
 //
 // The build constraint keeps this file out of this module's own builds
-// (go build ./..., go vet ./..., go mod tidy): a file named on the go build
-// command line compiles whatever its tags, and only the tag "ignore" would
-// hide its imports from go mod tidy in the user's module.
+// (go build ./..., go vet ./...): a file named on the go build command line
+// compiles whatever its tags. go mod tidy reads it all the same (only the
+// tag "ignore" hides a file from tidy), which is what the user's module
+// needs: its imports are required there; here they change nothing.
 //
 // The preamble is the root file's, verbatim (tests/combined checks it),
 // followed by the declaration of k8s_lease_embedded_anchor: cgo copies a

@@ -8,9 +8,10 @@
  * K8sLeaseStandalone, and its callers include this header. The header cgo
  * generates beside libk8s_lease_wrapper.so (libk8s_lease_wrapper.h)
  * declares the same functions with `char*` where this one has `const char*`
- * for every string the library only reads: the same ABI, so code written
- * against either links with the library, and C++ callers of this one pass
- * literals and c_str() without a cast. Include one of the two in a file,
+ * (every string the library only reads, and K8sLeaseVersion's result, which
+ * the caller only reads): the same ABI, so code written against either
+ * links with the library, and C++ callers of this one pass literals and
+ * c_str() without a cast. Include one of the two in a file,
  * never both (their prototypes differ in const, which C and C++ reject as a
  * conflict).
  *
@@ -60,6 +61,18 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/*
+ * The version of this header: the repository's VERSION file, and what
+ * K8sLeaseVersion returns in a library built from the same sources (tests
+ * fail when the three differ). A program can compare K8S_LEASE_VERSION with
+ * K8sLeaseVersion() to learn that it runs with another library than the
+ * one it was built against.
+ */
+#define K8S_LEASE_VERSION_MAJOR 0
+#define K8S_LEASE_VERSION_MINOR 1
+#define K8S_LEASE_VERSION_PATCH 0
+#define K8S_LEASE_VERSION "0.1.0"
 
 #ifdef __cplusplus
 extern "C" {
@@ -533,10 +546,11 @@ int K8sLeaseMetrics(char** text, char** errMsg);
 void K8sLeaseFree(void* p);
 
 /*
- * K8sLeaseVersion - the library version, e.g. "0.1.0". A static string: do
- * not free it.
+ * K8sLeaseVersion - the library's version, "MAJOR.MINOR.PATCH" (see
+ * K8S_LEASE_VERSION). A static string, the same pointer on every call: do
+ * not free or modify it.
  */
-char* K8sLeaseVersion(void);
+const char* K8sLeaseVersion(void);
 
 /*
  * K8sLeaseStandalone - returns 1. Defined by libk8s_lease_wrapper.so only:

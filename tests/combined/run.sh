@@ -82,7 +82,7 @@ echo "combined: libcombined.h compiles as C11 -pedantic and C++17 (-Wall -Wextra
 # exports the header's functions but K8sLeaseStandalone, and the other
 # file's: not k8s_lease_embedded_anchor (hidden), nothing else.
 lines() { tr ' ' '\n' | sed '/^$/d' | sort -u; }
-public=$(grep -oE '^(int|void|char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" | grep -oE 'K8s[A-Za-z]+' | lines)
+public=$(grep -oE '^(int|void|(const )?char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" | grep -oE 'K8s[A-Za-z]+' | lines)
 want=$(echo "$public" | grep -vx K8sLeaseStandalone)
 [ "$(echo "$want" | wc -l)" -ge 20 ] && [ "$(echo "$public" | wc -l)" = "$(( $(echo "$want" | wc -l) + 1 ))" ] \
   || { echo "combined: include/k8s_lease.h does not declare K8sLeaseStandalone and 20 more: $public" >&2; exit 1; }

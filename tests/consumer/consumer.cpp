@@ -1,5 +1,6 @@
 // Links the installed library through find_package or pkg-config, and
-// checks that calls work: the version, and a refusal of bad input.
+// checks that calls work: the version (the installed header's), and a
+// refusal of bad input.
 #include <cstdio>
 #include <string>
 
@@ -7,6 +8,10 @@
 
 int main() {
   std::string version = k8s_lease::Version();
+  if (version != K8S_LEASE_VERSION) {
+    std::printf("consumer: the library is %s, the installed header %s\n", version.c_str(), K8S_LEASE_VERSION);
+    return 1;
+  }
   try {
     k8s_lease::Election bad("Not_A_Namespace", "lease", "me");
     std::printf("consumer: bad namespace accepted\n");

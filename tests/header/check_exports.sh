@@ -11,7 +11,7 @@ root=$(cd "$here/../.." && pwd)
 
 exported=$(nm -D --defined-only "$lib" | awk '$2 == "T" && $3 ~ /^K8s/ { print $3 }' | sort -u)
 in_generated=$(grep -oE '^extern [a-z* ]+\bK8s[A-Za-z]+\(' "$generated" | grep -oE 'K8s[A-Za-z]+' | sort -u)
-in_public=$(grep -oE '^(int|void|char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" | grep -oE 'K8s[A-Za-z]+' | sort -u)
+in_public=$(grep -oE '^(int|void|(const )?char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" | grep -oE 'K8s[A-Za-z]+' | sort -u)
 in_check=$(grep -oE '\bK8s[A-Za-z]+\b' "$here/generated_header.c" | sort -u)
 
 status=0
