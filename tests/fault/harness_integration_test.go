@@ -147,13 +147,19 @@ func (s *scenario) launch(p *proc, stderr io.Writer) {
 	s.mu.Unlock()
 }
 
-// sigkill kills p and logs the kill once it is reaped: its leadership, if
-// any, ends there.
+// sigkill kills p and logs the kill, once it is reaped, at the time the
+// signal was sent: its leadership, if any, ends there (a process killed
+// runs no more code of its own, whenever the test gets to reap it; on a
+// loaded machine that can be seconds later).
 func (s *scenario) sigkill(p *proc) {
 	s.t.Helper()
 	_ = p.cmd.Process.Kill()
+	at := history.Now()
 	<-p.done
-	if err := history.Append(s.log, history.Event{At: history.Now(), PID: p.pid(), Kind: history.Killed}); err != nil {
+	if late := time.Duration(history.Now() - at); late > 300*time.Millisecond {
+		s.t.Logf("%s (pid %d) reaped %v after its SIGKILL (a loaded machine)", p.id, p.pid(), late.Round(time.Millisecond))
+	}
+	if err := history.Append(s.log, history.Event{At: at, PID: p.pid(), Kind: history.Killed}); err != nil {
 		s.t.Fatal(err)
 	}
 }
