@@ -205,7 +205,11 @@ int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
  * after the release fails its compare-and-swap. If it led, it returns once
  * the "stopped leading" Event is written too (after the release: a standby
  * takes over meanwhile; at most 2 s more), so a host that exits right after
- * it keeps that Event. Idempotent: no election is success.
+ * it keeps that Event. While another call ends the same election (a
+ * K8sLeaseHandOff, a cancel on another thread, K8sLeaseShutdown), it
+ * returns once that has ended it: from a holder callback, that can block
+ * the callback for the hand-off's timeout. Idempotent: no election is
+ * success.
  * Returns 0, or -1 (bad argument, release failed: the lease then expires).
  */
 int K8sLeaseCancelElection(const char* ns, const char* leaseName, char** errMsg);

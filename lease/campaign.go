@@ -35,11 +35,7 @@ func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self stri
 		// renewal seen and the deletion seen: renewals missed while the
 		// watch was down came before the deletion.
 		if s.lastHeld.exists && s.lastHeld.holder != "" {
-			d := s.lastHeld.duration()
-			if s.lastHeld.unseen {
-				d = max(d, ownLeaseDuration) // a holder nobody saw: its term is unknown
-			}
-			if until := latest(s.lastHeldAt, s.observedAt).Add(d); now.Before(until) {
+			if until := latest(s.lastHeldAt, s.observedAt).Add(s.lastHeld.duration()); now.Before(until) {
 				return actWait, until
 			}
 		}

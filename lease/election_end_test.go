@@ -255,3 +255,64 @@ func TestAPanicInHandOffDoesNotLeaveShutdownWaiting(t *testing.T) {
 		t.Fatalf("Shutdown after a HandOff that panicked (and was recovered): %v", err)
 	}
 }
+
+// A CancelElection racing Shutdown's end of the same election returns only
+// once that end is done (its release written): a host may exit right after.
+func TestCancelElectionDuringShutdownWaitsForTheRelease(t *testing.T) {
+	client := fake.NewClientset()
+	var released atomic.Bool
+	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "" {
+			time.Sleep(time.Second) // the release, slow
+			released.Store(true)
+		}
+		return false, nil, nil
+	})
+	m := process(t, client)
+	a, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = m.Shutdown(5 * time.Second) }()
+	time.Sleep(100 * time.Millisecond) // Shutdown is releasing
+	if err := m.CancelElectionID("ns", "l", a.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if !released.Load() {
+		t.Fatal("CancelElectionID returned during Shutdown's end of the same election, before its release landed")
+	}
+}
+
+// A panic under CancelElection before the election was cancelled (here in
+// the candidates' list of PolicyHandOffOnCancel) still ends it: it was
+// removed from the Manager, and nothing else would.
+func TestAPanicBeforeTheCancelStillEndsTheElection(t *testing.T) {
+	client := fake.NewClientset()
+	var armed atomic.Bool
+	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if armed.Load() && !a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() {
+			panic("injected: the candidates' list")
+		}
+		return false, nil, nil
+	})
+	m := process(t, client)
+	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	func() {
+		defer func() { _ = recover() }() // the cgo layer's guard
+		_ = m.CancelElection("ns", "l")
+	}()
+	armed.Store(false)
+	if ok, _, _ := e.IsLeader(); ok || !e.Ended() {
+		t.Fatalf("after a CancelElection that panicked: leads %v, ended %v; want it ended", ok, e.Ended())
+	}
+}

@@ -528,6 +528,12 @@ func (m *Manager) endDone(ch chan struct{}) {
 // Its result is a cancel's: nil unless a release failed. The hand-off's own
 // outcome (taken, released instead, lost meanwhile) is logged.
 func (m *Manager) endElection(e *Election, timeout time.Duration) error {
+	defer func() {
+		if p := recover(); p != nil {
+			_ = e.CancelWithin(timeout) // e is no longer registered: nothing else would ever end it
+			panic(p)
+		}
+	}()
 	if leading, _, _ := e.IsLeader(); leading && e.opts.Policy&PolicyHandOffOnCancel != 0 {
 		start := m.clock.Now()
 		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
@@ -654,6 +660,10 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		ending = append(ending, ch)
 		endingElections = append(endingElections, e)
 	}
+	ends := map[*Election]chan struct{}{} // this Shutdown's own, for a CancelElection racing it to wait for
+	for _, e := range elections {
+		ends[e] = m.beginEndLocked(e)
+	}
 	for key, w := range m.watches {
 		m.stopping[key] = append(m.stopping[key], w)
 	}
@@ -673,7 +683,10 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, len(elections))
 	for _, e := range elections {
-		wg.Go(func() { errs <- m.endElection(e, min(timeout, e.timing.RenewDeadline, requestTimeout)) })
+		wg.Go(func() {
+			defer m.endDone(ends[e])
+			errs <- m.endElection(e, min(timeout, e.timing.RenewDeadline, requestTimeout))
+		})
 	}
 	for _, w := range watches {
 		wg.Go(func() { w.cancelAsSeenFrom(caller) })

@@ -328,6 +328,12 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sen
 	}
 	rec := recordOf(l)
 	rec.resourceVersion = rv
+	if l == nil && rv == "" {
+		// A GET that found nothing (applyGone) says not at which version:
+		// keep the last one, so that a read older than the deletion is
+		// not taken for newer.
+		rec.resourceVersion = o.snap.rec.resourceVersion
+	}
 	now := o.clock.Now()
 	changed := !o.snap.synced || !rec.sameSpec(o.snap.rec)
 	if gap && !changed && rec.exists && rv != o.snap.rec.resourceVersion {
@@ -344,11 +350,6 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sen
 		o.snap.lastHeld, o.snap.lastHeldAt = record{}, time.Time{}
 	case changed && o.snap.rec.exists && o.snap.rec.holder != "":
 		o.snap.lastHeld, o.snap.lastHeldAt = o.snap.rec, o.snap.observedAt
-	case changed && gap && !rec.exists && o.snap.rec.exists:
-		// Gone, learnt by a read after a gap from a record with no
-		// holder: someone may have taken the Lease in between, unseen,
-		// and may still serve. Wait a term out from now (decide).
-		o.snap.lastHeld, o.snap.lastHeldAt = record{exists: true, holder: "(unseen)", unseen: true}, now
 	}
 	if changed {
 		o.snap.observedAt = now

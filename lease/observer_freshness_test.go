@@ -387,35 +387,76 @@ func TestAReadAfterAGapAtANewVersionWaitsATerm(t *testing.T) {
 	}
 }
 
-// The snapshot shows y's release (rv 101: y's term over, lastHeld cleared).
-// The watch is down (no events). Unseen: z (a plain client-go candidate, or
-// one of ours) acquires at rv 102 and leads; an operator deletes the Lease
-// at rv 103; z steps down only at its next renewal (a retry period later).
-// Our candidate judges the released Lease free, its Update at rv 101 is
-// answered NotFound, refresh's GET NotFound is applied as "absent" with
-// read semantics -- and decide creates the Lease at once: z's term, which
-// may still run, is not waited out ("a standby waits out the deleted
-// holder's term"). An absence learnt by a read after a gap says nothing
-// about who held the Lease in between.
-func TestAnAbsenceLearntByAReadAfterAGapWaitsATerm(t *testing.T) {
-	clk := clocktesting.NewFakeClock(testNow)
-	client := fake.NewClientset()
-	leases := client.CoordinationV1().Leases("ns")
-	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
-	o.applyRead(leaseAt("y", 1, testNow, 15, "100"), "100", o.seqNow())
-	rel := leaseAt("y", 1, testNow, 15, "101")
-	releaseSpec(rel, testNow)
-	o.apply(rel, "101") // y released; then the watch went down
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
-	notify := o.subscribe()
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
-	defer func() { e.cancel(); clk.Step(time.Hour); <-done }()
-	for range 100 {
-		time.Sleep(5 * time.Millisecond)
-		if _, err := leases.Get(context.Background(), "l", metav1.GetOptions{}); err == nil {
-			t.Fatalf("the Lease was re-created %v (fake time) after the absence was learnt by a re-read after a gap; want a wait of a lease duration (z may have held it meanwhile)",
-				clk.Now().Sub(testNow))
+// An absence learnt after a gap keeps what is known of the last holder: a
+// release another writer wrote over y's record (y's incarnation kept) is
+// waited out for y's whole term, with the watch up or after a relist.
+func TestAGapKeepsTheLastKnownHoldersTerm(t *testing.T) {
+	run := func(gap bool) time.Time {
+		clk := clocktesting.NewFakeClock(testNow)
+		o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+		held := leaseAt("y", 1, testNow, 30, "100")
+		held.Annotations = map[string]string{IncarnationAnnotation: "y-inc"}
+		o.applyRead(held, "100", o.seqNow())
+		clk.Step(time.Second)
+		rel := leaseAt("", 1, testNow, 1, "101")
+		rel.Annotations = map[string]string{IncarnationAnnotation: "y-inc"} // client-go keeps annotations
+		o.apply(rel, "101")
+		clk.Step(time.Second)
+		if gap {
+			o.applyList(nil, "102", o.seqNow(), 0) // a relist finds it gone
+		} else {
+			o.apply(nil, "102") // the watch's Deleted event
 		}
+		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c")
+		if act != actWait {
+			t.Fatalf("gap=%v: %v", gap, act)
+		}
+		return until
+	}
+	watched, relisted := run(false), run(true)
+	if relisted.Before(watched) || relisted.Before(testNow.Add(30*time.Second)) {
+		t.Fatalf("waits until +%v with the watch up, +%v after a gap; want y's 30 s term at least, in both", watched.Sub(testNow), relisted.Sub(testNow))
+	}
+}
+
+// A released Lease deleted afterwards is free at once, also for the
+// process that released it and stands again (its observer relists first).
+func TestOwnReleaseThenDeleteThenStandAgainIsFreeAtOnce(t *testing.T) {
+	client := fake.NewClientset()
+	m := process(t, client)
+	a, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoordinationV1().Leases("ns").Delete(context.Background(), "l", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.RunElection("ns", "l", "c", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitElected(4 * time.Second); err != nil { // a lease duration is 15 s: 4 s is "at once" on any machine
+		t.Fatalf("standing again after our own release and a deletion: %v", err)
+	}
+}
+
+// A GET that found the Lease gone keeps the last resourceVersion, so that a
+// list sent at the same time and served before the deletion is not taken
+// for newer and does not bring the Lease back.
+func TestAListOlderThanALearntDeletionDoesNotBringTheLeaseBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("z", 2, testNow, 15, "102"), "102", o.seqNow())
+	sent := o.seqNow()                                               // a relist and a re-read, both sent now
+	o.applyGone(sent)                                                // the GET, served after the deletion
+	o.applyList(leaseAt("z", 2, testNow, 15, "102"), "102", sent, 0) // the list, served before it
+	if s := o.snapshot(); s.rec.exists {
+		t.Fatalf("a list older than the deletion put the Lease back (rv %s)", s.rec.resourceVersion)
 	}
 }

@@ -44,9 +44,6 @@ type record struct {
 	handOffAt       string    // HandOffAtAnnotation
 	renewTime       time.Time // holder's wall clock; only for first looks
 	resourceVersion string
-	// unseen: a holder that may have held the Lease while this process did
-	// not look (snapshot.lastHeld, after a gap); its term is unknown.
-	unseen bool
 }
 
 func recordOf(l *coordinationv1.Lease) record {
