@@ -150,7 +150,7 @@ func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
 	armed.Store(true)
 	cancelled := make(chan struct{})
 	go func() { _ = m.CancelElection("ns", "l"); close(cancelled) }()
-	time.Sleep(100 * time.Millisecond) // CancelElection is listing the candidates
+	cancelling(t, m) // CancelElection is listing the candidates (for 500 ms)
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestShutdownLeavesNoObserverOfACancelsHandOffFollowing(t *testing.T) {
 	})
 	armed.Store(true)
 	go func() { _ = m.CancelElection("ns", "l") }()
-	time.Sleep(100 * time.Millisecond)
+	cancelling(t, m)
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -315,4 +315,16 @@ func TestAPanicBeforeTheCancelStillEndsTheElection(t *testing.T) {
 	if ok, _, _ := e.IsLeader(); ok || !e.Ended() {
 		t.Fatalf("after a CancelElection that panicked: leads %v, ended %v; want it ended", ok, e.Ended())
 	}
+}
+
+// cancelling waits until a CancelElection has taken ns/l's election out of
+// m (it then lists the candidates): an event, not a pause, so that a loaded
+// machine cannot let Shutdown start first.
+func cancelling(t *testing.T, m *Manager) {
+	t.Helper()
+	eventually(t, 5*time.Second, "CancelElection under way", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.elections[Key{"ns", "l"}] == nil && len(m.ending) == 1
+	})
 }
