@@ -15,6 +15,14 @@ import (
 // The C ABI end to end against a real API server, called from Go.
 func TestABIAgainstRealAPIServer(t *testing.T) {
 	var msg *cchar
+	// A library of its own, as in a new process: the test begins with no
+	// configuration loaded, also when run again (go test -count=N).
+	prev := lib
+	lib = newLib()
+	t.Cleanup(func() {
+		_ = lib.Shutdown(10 * time.Second)
+		lib = prev
+	})
 
 	// Before a good configuration: the error names every source tried.
 	t.Setenv("KUBECONFIG", "/nonexistent/kubeconfig")
