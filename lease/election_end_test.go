@@ -122,35 +122,7 @@ func (c *slowEventsAfter) CreateEvent(ctx context.Context, ev *kubeapi.Event) er
 // picks the candidate to hand off to: a Shutdown meanwhile must wait for
 // that hand-off, not return before it is written.
 func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
-	client := fake.NewClientset()
-	var armed atomic.Bool
-	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
-			return false, nil, nil
-		}
-		time.Sleep(500 * time.Millisecond) // the candidates' list
-		return false, nil, nil
-	})
-	m := process(t, client)
-	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	eb, err := process(t, client).RunElection("ns", "l", "b", unitTiming) // b campaigns: it takes a hand-off in milliseconds
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b's candidate record", func() bool {
-		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
-		return err == nil && found
-	})
-	armed.Store(true)
-	cancelled := make(chan struct{})
-	go func() { _ = m.CancelElection("ns", "l"); close(cancelled) }()
-	cancelling(t, m) // CancelElection is listing the candidates (for 500 ms)
+	m, eb, cancelled := cancelHandingOff(t)
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -164,41 +136,12 @@ func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
 	}
 }
 
-// Shutdown stops the idle observers BEFORE it waits for the cancels and
-// hand-offs in flight (m.ending). A CancelElection with PolicyHandOffOnCancel
-// begun before Shutdown takes an observer share of its own (handOffElection),
-// which resumes the follow loop; that share is given up after
-// stopIdleObservers ran, so the observer keeps listing and watching after
-// Shutdown returned (until the reaper, a minute later).
+// A CancelElection with PolicyHandOffOnCancel begun before Shutdown takes
+// an observer share of its own (handOffElection), which resumes the follow
+// loop: Shutdown waits for that hand-off before it stops the idle
+// observers, so that none still lists and watches once it returned.
 func TestShutdownLeavesNoObserverOfACancelsHandOffFollowing(t *testing.T) {
-	client := fake.NewClientset()
-	var armed atomic.Bool
-	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
-			return false, nil, nil
-		}
-		time.Sleep(500 * time.Millisecond) // the candidates' list
-		return false, nil, nil
-	})
-	m := process(t, client)
-	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	eb, err := process(t, client).RunElection("ns", "l", "b", unitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b's candidate record", func() bool {
-		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
-		return err == nil && found
-	})
-	armed.Store(true)
-	go func() { _ = m.CancelElection("ns", "l") }()
-	cancelling(t, m)
+	m, eb, _ := cancelHandingOff(t)
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -327,4 +270,42 @@ func cancelling(t *testing.T, m *Manager) {
 		defer m.mu.Unlock()
 		return m.elections[Key{"ns", "l"}] == nil && len(m.ending) == 1
 	})
+}
+
+// cancelHandingOff is a leader a (PolicyHandOffOnCancel) and a campaigning
+// b, and a CancelElection of a under way on its own goroutine, listing the
+// candidates (for 500 ms) before it hands off to b; cancelled is closed
+// when that CancelElection returns.
+func cancelHandingOff(t *testing.T) (m *Manager, eb *Election, cancelled chan struct{}) {
+	t.Helper()
+	client := fake.NewClientset()
+	var armed atomic.Bool
+	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
+			return false, nil, nil
+		}
+		time.Sleep(500 * time.Millisecond) // the candidates' list
+		return false, nil, nil
+	})
+	m = process(t, client)
+	e, err := m.RunElectionWith("ns", "l", "a", unitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eb, err = process(t, client).RunElection("ns", "l", "b", unitTiming) // b campaigns: it takes a hand-off in milliseconds
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's candidate record", func() bool {
+		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		return err == nil && found
+	})
+	armed.Store(true)
+	cancelled = make(chan struct{})
+	go func() { _ = m.CancelElection("ns", "l"); close(cancelled) }()
+	cancelling(t, m)
+	return m, eb, cancelled
 }
