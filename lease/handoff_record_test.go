@@ -1,17 +1,13 @@
 package lease
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -105,22 +101,7 @@ func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
 	if _, err := ea.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var cgLeading atomic.Bool
-	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"},
-		Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: handOffHolder("b")}}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { cgLeading.Store(true) },
-			OnStoppedLeading: func() { cgLeading.Store(false) },
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go le.Run(ctx)
+	cgLeading, ctx := fakeClientGoCandidate(t, client, handOffHolder("b"))
 	// b's candidate record, as left by b, which is frozen: it does not
 	// campaign while the hand-off's window runs.
 	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {

@@ -1,16 +1,11 @@
 package lease
 
 import (
-	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
@@ -39,22 +34,7 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 	}
 
 	// Plain client-go candidate "b".
-	var cgLeading atomic.Bool
-	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"},
-		Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: "b"}}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(context.Context) { cgLeading.Store(true) },
-			OnStoppedLeading: func() { cgLeading.Store(false) },
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go le.Run(ctx)
+	cgLeading, ctx := fakeClientGoCandidate(t, client, "b")
 	time.Sleep(300 * time.Millisecond)
 	if cgLeading.Load() {
 		t.Fatal("client-go b leads before the hand-off")

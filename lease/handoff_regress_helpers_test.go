@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -185,4 +188,28 @@ func enforceResourceVersions(client *fake.Clientset) {
 		}
 		return false, nil, nil
 	})
+}
+
+// fakeClientGoCandidate runs a plain client-go LeaderElector named identity
+// on ns/l of client (2 s / 1.5 s / 100 ms) until the test ends; leading
+// says whether it leads, ctx ends with the test.
+func fakeClientGoCandidate(t *testing.T, client *fake.Clientset, identity string) (leading *atomic.Bool, ctx context.Context) {
+	t.Helper()
+	leading = &atomic.Bool{}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: "ns", Name: "l"},
+		Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: identity}}
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(context.Context) { leading.Store(true) },
+			OnStoppedLeading: func() { leading.Store(false) },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go le.Run(ctx)
+	return leading, ctx
 }
