@@ -491,7 +491,7 @@ func K8sPatchPodLabel(ns, podName, labelKey, labelValue *C.char, errMsg **C.char
 		if err != nil {
 			return -1, err
 		}
-		return 0, lib.SetPodLabel(s[0], s[1], s[2], s[3])
+		return 0, lib.PatchPodLabel(s[0], s[1], s[2], s[3])
 	})
 }
 

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,8 +11,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/logs"
 )
 
 type capturedLogs struct {
@@ -39,75 +38,11 @@ func (c *capturedLogs) has(prefix string) bool {
 	return false
 }
 
-func TestLoggingLevelsAndKlogRouting(t *testing.T) {
-	c := &capturedLogs{}
-	SetLogSink(c.sink)
-	t.Cleanup(func() { SetLogSink(nil); _ = SetLogLevel(LevelWarning) })
+// flushLogs waits until every line logged before it reached the sink.
+func flushLogs() { logs.Flush() }
 
-	logf(LevelInfo, "hidden at the default level")
-	logf(LevelWarning, "shown warning")
-	klog.Warning("from client-go")
-	klog.InfoS("client-go info hidden")
-	flushLogs()
-	if c.has("I hidden") || c.has("I client-go: client-go info") {
-		t.Fatalf("info emitted at the default (warning) level: %q", c.msgs)
-	}
-	if !c.has("W shown warning") || !c.has("W client-go: from client-go") {
-		t.Fatalf("warnings missing: %q", c.msgs)
-	}
-	if err := SetLogLevel(LevelInfo); err != nil {
-		t.Fatal(err)
-	}
-	logf(LevelInfo, "now shown")
-	klog.V(1).Info("klog V(1) still hidden at info")
-	flushLogs()
-	if !c.has("I now shown") || c.has("I client-go: klog V(1)") {
-		t.Fatalf("info level: %q", c.msgs)
-	}
-	if err := SetLogLevel(LevelDebug + 1); err != nil {
-		t.Fatal(err)
-	}
-	klog.V(1).Info("klog V(1) shown")
-	flushLogs()
-	if !c.has("I client-go: klog V(1) shown") {
-		t.Fatalf("klog verbosity not raised: %q", c.msgs)
-	}
-	for _, bad := range []Level{-1, maxLevel + 1} {
-		if err := SetLogLevel(bad); err == nil {
-			t.Errorf("SetLogLevel(%d) accepted", bad)
-		}
-	}
-}
-
-// Every level from errors to the highest client-go verbosity is taken
-// (klog's flag too), anything else refused naming the log level, and a
-// refusal leaves the level as it was.
-func TestSetLogLevelRange(t *testing.T) {
-	before := Level(logging.level.Load())
-	t.Cleanup(func() { _ = SetLogLevel(before) })
-	for _, tc := range []struct {
-		level Level
-		ok    bool
-	}{
-		{math.MinInt32, false}, {-1, false}, {LevelError, true}, {LevelDebug, true}, {maxLevel, true}, {maxLevel + 1, false}, {math.MaxInt32, false},
-	} {
-		t.Run(strconv.Itoa(int(tc.level)), func(t *testing.T) {
-			_ = SetLogLevel(LevelWarning)
-			err := SetLogLevel(tc.level)
-			if (err == nil) != tc.ok {
-				t.Fatalf("SetLogLevel(%d) = %v, want ok=%v", tc.level, err, tc.ok)
-			}
-			if err != nil {
-				if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "log level") {
-					t.Fatalf("refusal %q: not ErrInvalidArgument naming the log level", err)
-				}
-				if l := Level(logging.level.Load()); l != LevelWarning {
-					t.Fatalf("a refused level changed the level to %d", l)
-				}
-			}
-		})
-	}
-}
+// maxLevel is the highest log level (client-go's highest verbosity).
+const maxLevel = logs.MaxLevel
 
 // A log callback may call any function of the library, and a slow one
 // never stalls elections or renewals: lines are delivered on a goroutine
@@ -193,22 +128,4 @@ func TestLogCallbackMayCallTheLibrary(t *testing.T) {
 			}
 		})
 	}
-}
-
-// SetLogLevel may be called from several threads at once (a host thread
-// and a log callback, say): klog's flag set is not safe for that by itself.
-func TestSetLogLevelConcurrently(t *testing.T) {
-	t.Cleanup(func() { _ = SetLogLevel(LevelWarning) })
-	var wg sync.WaitGroup
-	for i := 0; i < 8; i++ {
-		wg.Go(func() {
-			for j := 0; j < 50; j++ {
-				if err := SetLogLevel(Level(j % int(maxLevel+1))); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
 }

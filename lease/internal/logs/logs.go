@@ -1,4 +1,8 @@
-package lease
+// Package logs delivers the library's log lines, and client-go's (klog), to
+// the host's sink: queued, on a goroutine of their own, so that a slow or
+// re-entrant sink never holds up an election. It must not import package
+// lease (which forwards its logf and its exported log API here).
+package logs
 
 import (
 	"flag"
@@ -26,17 +30,17 @@ const (
 	LevelWarning Level = 1
 	LevelInfo    Level = 2
 	LevelDebug   Level = 3
-	maxLevel     Level = 12
+	MaxLevel     Level = 12
 )
 
-// LogSink receives every emitted message. Calls are serialized, on a
+// Sink receives every emitted message. Calls are serialized, on a
 // goroutine of the library's own (never under a library lock, never on the
 // caller's or the renewal path), so a sink may call any function of the
 // library, and a slow one delays only the lines behind it.
-type LogSink func(level Level, msg string)
+type Sink func(level Level, msg string)
 
 // logQueueSize bounds the lines waiting for the sink; past it, lines are
-// dropped and counted (LogsDropped) rather than blocking the library.
+// dropped and counted (Dropped) rather than blocking the library.
 const logQueueSize = 1024
 
 type logLine struct {
@@ -46,28 +50,29 @@ type logLine struct {
 }
 
 var logging struct {
-	sink      atomic.Pointer[LogSink] // nil: stderr
+	sink      atomic.Pointer[Sink] // nil: stderr
 	level     atomic.Int32
-	levelMu   sync.Mutex // serializes SetLogLevel
+	levelMu   sync.Mutex // serializes SetLevel
 	dropped   atomic.Int64
 	queue     chan logLine
 	start     sync.Once
 	klogSetup sync.Once
 	klogFlags *flag.FlagSet
-	// callMu is held while the sink runs, so that SetLogSink can wait for a
+	// callMu is held while the sink runs, so that SetSink can wait for a
 	// call of the sink it replaces; sinkTID is the thread running it (0:
-	// none), so that SetLogSink called from the sink does not wait for
-	// itself.
+	// none), so that SetSink called from the sink does not wait for
+	// itself (a thread: delivery is locked to one, and Go offers no
+	// goroutine identity to compare).
 	callMu  sync.Mutex
 	sinkTID atomic.Int64
 }
 
 func init() { logging.level.Store(int32(LevelWarning)) } // quiet by default
 
-// SetLogSink routes the library's and client-go's logs to sink (nil:
+// SetSink routes the library's and client-go's logs to sink (nil:
 // standard error). When it returns, the sink it replaced is not running
 // and will not run again (unless it is called from that sink itself).
-func SetLogSink(sink LogSink) {
+func SetSink(sink Sink) {
 	setupKlog()
 	if sink == nil {
 		logging.sink.Store(nil)
@@ -80,13 +85,13 @@ func SetLogSink(sink LogSink) {
 	}
 }
 
-// LogsDropped is how many lines were dropped because the queue was full.
-func LogsDropped() int64 { return logging.dropped.Load() }
+// Dropped is how many lines were dropped because the queue was full.
+func Dropped() int64 { return logging.dropped.Load() }
 
-// SetLogLevel sets the level (0 error .. 3 debug; above 3 raises client-go's
+// SetLevel sets the level (0 error .. 3 debug; above 3 raises client-go's
 // verbosity too).
-func SetLogLevel(l Level) error {
-	if err := validate.LogLevel(int(l), int(maxLevel)); err != nil {
+func SetLevel(l Level) error {
+	if err := validate.LogLevel(int(l), int(MaxLevel)); err != nil {
 		return err
 	}
 	setupKlog()
@@ -122,8 +127,8 @@ func (w klogWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// logf emits a library message at level.
-func logf(level Level, format string, args ...any) {
+// Logf emits a library message at level.
+func Logf(level Level, format string, args ...any) {
 	if int32(level) > logging.level.Load() {
 		return
 	}
@@ -172,8 +177,8 @@ func deliver(line logLine) {
 	fmt.Fprintf(os.Stderr, "k8s-lease %s: %s\n", [...]string{"E", "W", "I"}[min(line.level, LevelInfo)], line.msg)
 }
 
-// flushLogs waits until every line emitted before it was delivered (tests).
-func flushLogs() {
+// Flush waits until every line emitted before it was delivered (tests).
+func Flush() {
 	logging.start.Do(startLogDelivery)
 	done := make(chan struct{})
 	logging.queue <- logLine{flush: done}

@@ -1,4 +1,4 @@
-package lease
+package kubeconfig
 
 import (
 	"net/http"
@@ -48,7 +48,7 @@ func TestTokenFileRereadAfter401(t *testing.T) {
 	srv, _, hits := tokenServer(t, "new")
 	file := filepath.Join(t.TempDir(), "token")
 	writeTokenFile(t, file, "old")
-	c, err := NewClient(&rest.Config{Host: srv.URL, BearerTokenFile: file})
+	c, err := NewClient(&rest.Config{Host: srv.URL, BearerTokenFile: file}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestTokenFileRereadAfter401(t *testing.T) {
 func TestTokenFileFallsBackToStaticToken(t *testing.T) {
 	srv, auth, _ := tokenServer(t, "static")
 	cfg := &rest.Config{Host: srv.URL, BearerToken: "static", BearerTokenFile: filepath.Join(t.TempDir(), "missing-token")}
-	c, err := NewClient(cfg)
+	c, err := NewClient(cfg, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
