@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
 
+	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
@@ -60,7 +61,7 @@ func NewClient(cfg *rest.Config) (kubeapi.Client, error) {
 	cfg.QPS = -1 // negative QPS disables client-go's rate limiter
 	cfg.RateLimiter = nil
 	rereadTokenOn401(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return telemetry.CountingTransport(rt) })
 	return kubeapi.New(cfg)
 }
 
