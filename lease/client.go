@@ -2,12 +2,12 @@ package lease
 
 import (
 	"fmt"
-	"net/http"
 	"time"
 
 	"k8s.io/client-go/rest"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/kubeconfig"
+	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
@@ -32,6 +32,5 @@ func LoadConfig() (*rest.Config, string, error) {
 // renewals must never wait behind a token bucket, and the API server's own
 // priority and fairness protects it.
 func NewClient(cfg *rest.Config) (kubeapi.Client, error) {
-	return kubeconfig.NewClient(cfg, Version,
-		func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt} })
+	return kubeconfig.NewClient(cfg, Version, telemetry.CountingTransport)
 }

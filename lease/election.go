@@ -43,7 +43,7 @@ type Election struct {
 	obs         *observer
 	clock       clock.Clock
 	onEnd       func() (stillUsed bool) // releases the observer; called once, when the run ends
-	stats       *leaseStats
+	stats       metricsSink
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -86,7 +86,7 @@ func newIncarnation() string {
 	return hex.EncodeToString(b)
 }
 
-func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs *observer, clk clock.Clock, stats *leaseStats, onEnd func() bool) *Election {
+func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs *observer, clk clock.Clock, stats metricsSink, onEnd func() bool) *Election {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
@@ -142,7 +142,7 @@ func (e *Election) run() {
 		go e.yieldToNewer()
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
-		e.stats.lost(reason)
+		e.stats.Lost(lossReason(reason))
 		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
 	}
 }
@@ -395,13 +395,13 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			// resending the same doomed write. Back off only when that
 			// taught nothing new.
 			e.setAPIErr(err)
-			e.stats.conflicts.Add(1)
+			e.stats.Conflict()
 			if e.refresh(snap.rec.resourceVersion) {
 				delay = 0
 			}
 		default:
 			e.setAPIErr(err)
-			e.stats.apiErrors.Add(1)
+			e.stats.APIError()
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
 		}
 		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
@@ -426,7 +426,7 @@ const fixRetryMax = 8 * time.Second
 // fixes the cluster: counted, kept for WaitElected's timeout message, and
 // logged as an error when it first appears or changes (not on every retry).
 func (e *Election) blocked(err error) {
-	e.stats.apiErrors.Add(1)
+	e.stats.APIError()
 	e.mu.Lock()
 	same := e.lastAPIErr != nil && e.lastAPIErr.Error() == err.Error()
 	e.lastAPIErr = err
@@ -442,7 +442,7 @@ func (e *Election) blocked(err error) {
 func (e *Election) refresh(seen string) bool {
 	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
-	e.stats.observerRequests.Add(1)
+	e.stats.ObserverRequest()
 	sent := e.obs.seqNow()
 	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
@@ -540,11 +540,9 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 	e.phase, e.token = phaseLeader, token
 	e.lastAPIErr = nil // this term's renewals report their own
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
-	e.stats.acquireTime.observe(&requestBuckets, e.clock.Since(freeSince))
-	e.stats.campaignTime.observe(&campaignBuckets, e.clock.Since(started))
+	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
 	close(e.elected)
 	e.obs.pauseWhileLeading(e)
-	e.stats.acquisitions.Add(1)
 	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)
 	return nil
 }

@@ -57,7 +57,7 @@ func TestConflictIsNotRetriedAtRoundTripSpeed(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond)
 			_ = e.Cancel()
-			conflicts := m.stats[Key{"ns", "l"}].conflicts.Load()
+			conflicts := statsOf(m.stats[Key{"ns", "l"}]).Election.Conflicts
 			if n := writes.Load(); n < 1 || n > tt.maxWrites || conflicts != n || gets.Load() != n {
 				t.Fatalf("in 300 ms: %d writes, %d conflicts counted, %d GETs; want 1..%d writes, each counted and followed by a GET",
 					n, conflicts, gets.Load(), tt.maxWrites)

@@ -389,7 +389,7 @@ func (e *Election) handOff(to string, timeout time.Duration, reason error) (*coo
 				err = fmt.Errorf("%w; %w", err, errReleasedInstead)
 			}
 		default:
-			e.stats.handOffs.Add(1)
+			e.stats.HandedOff()
 			logf(LevelInfo, "lease %s: %s handed the lease to %s", e.key, e.identity, to)
 		}
 		e.recordHandOff(to, err)

@@ -114,7 +114,7 @@ func (e *Election) lead() error {
 				p.done(r, e.clock.Now())
 				p.latency = max(p.latency, e.clock.Since(now))
 				if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
-					e.stats.renewErrors.Add(1)
+					e.stats.RenewFailed()
 				}
 				renew.Reset(0)
 			default:
@@ -317,12 +317,12 @@ func (e *Election) renewed(r renewal) error {
 			return reason
 		}
 		e.setAPIErr(r.err)
-		e.stats.renewErrors.Add(1)
-		e.stats.apiErrors.Add(1)
+		e.stats.RenewFailed()
+		e.stats.APIError()
 		logf(LevelWarning, "lease %s: renewal failed (will retry within the renew deadline): %v", e.key, r.err)
 		return nil
 	}
-	e.stats.renewed(e.clock.Since(r.sent))
+	e.stats.Renewed(e.clock.Since(r.sent))
 	e.obs.apply(r.got, r.got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -411,7 +411,7 @@ func (e *Election) revoke() {
 func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) error {
 	got, err := e.endTerm(held, timeout, "release", releaseSpec)
 	if err == nil && got != nil {
-		e.stats.releases.Add(1)
+		e.stats.Released()
 		logf(LevelInfo, "lease %s: %s released", e.key, e.identity)
 	}
 	return err

@@ -68,9 +68,9 @@ func TestRenewalsArePipelined(t *testing.T) {
 	}
 	close(leases.gate)
 	deadline = time.Now().Add(5 * time.Second)
-	for e.stats.renewals.Load() < maxRenewalsInFlight+1 {
+	for statsOf(e.stats).Election.Renewals < maxRenewalsInFlight+1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("renewals did not resume: %d done", e.stats.renewals.Load())
+			t.Fatalf("renewals did not resume: %d done", statsOf(e.stats).Election.Renewals)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

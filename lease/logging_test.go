@@ -100,12 +100,12 @@ func TestLogCallbackMayCallTheLibrary(t *testing.T) {
 					done <- err
 					return
 				}
-				renewals := e.stats.renewals.Load()
+				renewals := statsOf(e.stats).Election.Renewals
 				deadline := time.Now().Add(3 * time.Second)
-				for e.stats.renewals.Load() < renewals+3 && time.Now().Before(deadline) {
+				for statsOf(e.stats).Election.Renewals < renewals+3 && time.Now().Before(deadline) {
 					time.Sleep(10 * time.Millisecond)
 				}
-				if e.stats.renewals.Load() < renewals+3 {
+				if statsOf(e.stats).Election.Renewals < renewals+3 {
 					done <- errors.New("renewals stalled")
 					return
 				}

@@ -247,7 +247,7 @@ func (m *Manager) forgetObserverLocked(key Key) *observer {
 	ol := m.observers[key]
 	delete(m.observers, key)
 	m.keepHighestTokenLocked(key, ol.obs)
-	if s := m.stats[key]; s != nil && s.unusedByElectionsAndWatches() && m.elections[key] == nil && m.watches[key] == nil {
+	if s := m.stats[key]; s != nil && s.UnusedByElectionsAndWatches() && m.elections[key] == nil && m.watches[key] == nil {
 		delete(m.stats, key)
 	}
 	m.pruneRememberedLocked()
@@ -290,7 +290,7 @@ func (m *Manager) retire(key Key, obs *observer) {
 // re-created must not hand out a smaller token to our elections); m.mu held.
 func (m *Manager) keepHighestTokenLocked(key Key, obs *observer) {
 	s := m.stats[key]
-	if s == nil || s.unusedByElectionsAndWatches() {
+	if s == nil || s.UnusedByElectionsAndWatches() {
 		return
 	}
 	if tok := max(m.highestToken[key], obs.snapshot().highestToken); tok > 0 {
@@ -384,7 +384,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()), false)
 	e := newElection(key, identity, t, client.Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
-	m.statsLocked(key).campaigns.Add(1)
+	m.statsLocked(key).CampaignStarted()
 	e.id = m.nextIDLocked()
 	e.events = m.events.use(client)
 	e.opts = opts
@@ -580,9 +580,9 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	}
 	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
 	stats := m.statsLocked(key)
-	stats.watchesStarted.Add(1)
+	stats.WatchStarted()
 	var w *HolderWatch
-	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.watchCallbacks.Add(1); cb(s) },
+	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.WatchCallback(); cb(s) },
 		func() { m.releaseObserver(key); m.watchEnded(key, w) })
 	w.id = m.nextIDLocked()
 	m.watches[key] = w

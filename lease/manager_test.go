@@ -133,7 +133,7 @@ func TestRememberedLeasesAreBounded(t *testing.T) {
 	m.mu.Lock()
 	for i := 0; i < maxRememberedLeases+500; i++ {
 		key := Key{"ns", fmt.Sprintf("old-%d", i)}
-		m.statsLocked(key).campaigns.Add(1)
+		m.statsLocked(key).CampaignStarted()
 		m.highestToken[key] = int64(i + 1)
 	}
 	m.pruneRememberedLocked()

@@ -3,141 +3,21 @@ package lease
 import (
 	"fmt"
 	"math"
-	"net/http"
-	"net/url"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry/telemetrytest"
 )
 
-// parseMetrics parses the text with the Prometheus reference parser.
-func parseMetrics(t *testing.T, text string) map[string]*dto.MetricFamily {
-	t.Helper()
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("the reference parser refuses the metrics: %v\n%s", err, text)
-	}
-	return fams
-}
-
-// metricValue is the value of the sample of family name whose labels
-// include want (a counter, gauge, or a histogram's count), or -1 if none.
-func metricValue(fams map[string]*dto.MetricFamily, name string, want map[string]string) float64 {
-	f := fams[name]
-	if f == nil {
-		return -1
-	}
-next:
-	for _, m := range f.GetMetric() {
-		have := map[string]string{}
-		for _, l := range m.GetLabel() {
-			have[l.GetName()] = l.GetValue()
-		}
-		for k, v := range want {
-			if have[k] != v {
-				continue next
-			}
-		}
-		switch {
-		case m.Counter != nil:
-			return m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue()
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount())
-		}
-	}
-	return -1
-}
-
-func TestRequestKind(t *testing.T) {
-	for _, tc := range []struct {
-		method, path, query string
-		verb, resource      string
-	}{
-		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", "", "get", "leases"},
-		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", "fieldSelector=metadata.name%3Dl", "list", "leases"},
-		{"GET", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", "watch=true&fieldSelector=x", "watch", "leases"},
-		{"PATCH", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", "", "patch", "leases"},
-		{"PUT", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", "", "update", "leases"},
-		{"POST", "/apis/coordination.k8s.io/v1/namespaces/ns/leases", "", "create", "leases"},
-		{"PATCH", "/api/v1/namespaces/ns/pods/p", "", "patch", "pods"},
-		{"POST", "/api/v1/namespaces/ns/events", "", "create", "events"},
-		{"PATCH", "/api/v1/namespaces/ns/pods/p/status", "", "patch", "pods/status"},
-		{"DELETE", "/api/v1/namespaces/ns", "", "delete", "namespaces"},
-		{"GET", "/version", "", "list", "other"},
-		{"GET", "/apis/a/v1/namespaces/ns/r/n/s/extra", "", "list", "other"},
-		{"OPTIONS", "/api/v1/namespaces/ns/pods", "", "other", "pods"},
-	} {
-		t.Run(tc.method+" "+tc.path+"?"+tc.query, func(t *testing.T) {
-			req := &http.Request{Method: tc.method, URL: &url.URL{Path: tc.path, RawQuery: tc.query}}
-			verb, resource := requestKind(req)
-			if verb != tc.verb || resource != tc.resource {
-				t.Fatalf("requestKind = %s %s, want %s %s", verb, resource, tc.verb, tc.resource)
-			}
-		})
-	}
-}
-
-func TestHistogramBuckets(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		d      time.Duration
-		bucket int
-	}{
-		{"zero", 0, 0},
-		{"on a bound", time.Millisecond, 0},
-		{"just above a bound", time.Millisecond + 1, 1},
-		{"mid", 30 * time.Millisecond, 5},
-		{"last bound", 10 * time.Second, 12},
-		{"beyond every bound", time.Hour, histogramBounds},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var h histogram
-			h.observe(&requestBuckets, tc.d)
-			for i := range h.counts {
-				want := int64(0)
-				if i == tc.bucket {
-					want = 1
-				}
-				if got := h.counts[i].Load(); got != want {
-					t.Fatalf("bucket %d = %d, want %d", i, got, want)
-				}
-			}
-			if h.sum.Load() != int64(tc.d) {
-				t.Fatalf("sum = %d, want %d", h.sum.Load(), tc.d)
-			}
-		})
-	}
-}
-
-func TestLabelsEscaped(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"ns/l", `x{name="ns/l"} 1`},
-		{`a"b`, `x{name="a\"b"} 1`},
-		{`a\b`, `x{name="a\\b"} 1`},
-		{"a\nb", `x{name="a\nb"} 1`},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			var p promWriter
-			p.sample("x", 1, "name", tc.in)
-			if got := strings.TrimSuffix(p.b.String(), "\n"); got != tc.want {
-				t.Fatalf("sample = %s, want %s", got, tc.want)
-			}
-			fams := parseMetrics(t, "# TYPE x gauge\n"+p.b.String())
-			if v := metricValue(fams, "x", map[string]string{"name": tc.in}); v != 1 {
-				t.Fatalf("the parser read the label back as something else (value %v)", v)
-			}
-		})
-	}
-}
+// The reference parser's reading of a scrape (package telemetry's tests
+// read theirs with the same helpers).
+var (
+	parseMetrics = telemetrytest.Parse
+	metricValue  = telemetrytest.Value
+)
 
 // After an election on the fake clientset, the metrics parse and say so.
 func TestMetricsAfterElection(t *testing.T) {
@@ -208,8 +88,8 @@ func TestScrapeAllocatesAboutItsText(t *testing.T) {
 	m.mu.Lock()
 	for i := range 300 {
 		s := m.statsLocked(Key{Namespace: "ns", Name: fmt.Sprintf("lease-%d", i)})
-		s.campaigns.Add(1)
-		s.renewed(3 * time.Millisecond)
+		s.CampaignStarted()
+		s.Renewed(3 * time.Millisecond)
 	}
 	m.mu.Unlock()
 	_ = m.Metrics() // the first scrape learns the size

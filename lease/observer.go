@@ -73,7 +73,7 @@ type observer struct {
 	name   string
 	clock  clock.Clock
 	resync time.Duration
-	stats  *leaseStats
+	stats  metricsSink
 
 	mu   sync.Mutex
 	snap snapshot
@@ -96,7 +96,7 @@ type observer struct {
 	startWanted bool
 }
 
-func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats *leaseStats) *observer {
+func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats metricsSink) *observer {
 	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
 		subs: map[chan struct{}]struct{}{}, stoppedCh: make(chan struct{})}
 	o.snap.highestToken = highestToken
@@ -442,7 +442,7 @@ func (o *observer) run(ctx context.Context, loop uint64) {
 		if ctx.Err() != nil {
 			return // paused or stopped mid-request: not a failure
 		}
-		o.stats.watchRestarts.Add(1)
+		o.stats.WatchRestarted()
 		if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 			rv = "" // too old to resume: list again
 			continue
@@ -484,7 +484,7 @@ func (o *observer) selector() string {
 func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	o.stats.observerRequests.Add(1)
+	o.stats.ObserverRequest()
 	sent := o.seqNow()
 	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
 	if err != nil {
@@ -514,7 +514,7 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 	timeout := int64(resync / time.Second)
 	wctx, cancel := context.WithTimeout(ctx, resync+requestTimeout)
 	defer cancel()
-	o.stats.observerRequests.Add(1)
+	o.stats.ObserverRequest()
 	w, err := o.leases.Watch(wctx, metav1.ListOptions{
 		FieldSelector: o.selector(), ResourceVersion: rv,
 		TimeoutSeconds: &timeout, AllowWatchBookmarks: true,

@@ -120,8 +120,8 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	o.leadingEnded(leader, true) // a quick flip: the next loop starts after the last one returned
 	eventually(t, 5*time.Second, "the second watch to stop", second.IsStopped)
 	awaitWatch(t, watches)
-	if s := o.snapshot(); s.err != nil || o.stats.watchRestarts.Load() != 0 {
-		t.Errorf("pausing counted as a failure: err %v, %d watch restarts", s.err, o.stats.watchRestarts.Load())
+	if s := o.snapshot(); s.err != nil || statsOf(o.stats).Restarts != 0 {
+		t.Errorf("pausing counted as a failure: err %v, %d watch restarts", s.err, statsOf(o.stats).Restarts)
 	}
 	o.pauseWhileLeading(leader)
 	o.stop()

@@ -4,24 +4,28 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry"
 )
 
-func TestLeaseStatsCounters(t *testing.T) {
-	var s leaseStats
-	s.renewed(2 * time.Millisecond)
-	s.renewed(4 * time.Millisecond)
-	s.renewed(time.Millisecond)
-	if s.renewals.Load() != 3 || s.renewNanosMax.Load() != int64(4*time.Millisecond) || s.renewNanosLast.Load() != int64(time.Millisecond) {
-		t.Fatalf("renewal counters: %d renewals, max %d, last %d", s.renewals.Load(), s.renewNanosMax.Load(), s.renewNanosLast.Load())
-	}
-	for _, reason := range []error{
-		fmt.Errorf("%w: x", ErrRenewDeadline), ErrLeaseDeleted, fmt.Errorf("%w: y", ErrLeaseTaken),
-		ErrLeaseEdited, ErrLeaseEdited,
+// statsOf is the snapshot of the counters behind an election's or an
+// observer's sink.
+func statsOf(sink metricsSink) LeaseStats { return sink.(*leaseStats).Stats("", "") }
+
+func TestLossReason(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: x", ErrRenewDeadline), telemetry.LostRenewDeadline},
+		{ErrLeaseDeleted, telemetry.LostDeleted},
+		{fmt.Errorf("%w: y", ErrLeaseTaken), telemetry.LostTaken},
+		{ErrLeaseEdited, telemetry.LostEdited},
+		{ErrInternal, ""},
 	} {
-		s.lost(reason)
-	}
-	if s.lossDeadline.Load() != 1 || s.lossDeleted.Load() != 1 || s.lossTaken.Load() != 1 || s.lossEdited.Load() != 2 {
-		t.Fatal("loss counters by reason wrong")
+		if got := lossReason(tc.err); got != tc.want {
+			t.Errorf("lossReason(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
 
@@ -35,7 +39,7 @@ func TestManagerStatsSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	m.statsLocked(Key{"ns", "b"}).renewed(3 * time.Millisecond)
+	m.statsLocked(Key{"ns", "b"}).Renewed(3 * time.Millisecond)
 	m.mu.Unlock()
 	got := m.Stats()
 	if len(got) != 2 || got[0].Name != "a" || got[1].Name != "b" {
