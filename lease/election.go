@@ -60,7 +60,7 @@ type Election struct {
 	lastAPIErr error
 	endEvent   <-chan struct{} // closed once the Event ending the term is written (events.go)
 	cancelOnce sync.Once
-	events     *managerEvents // Kubernetes Events on leadership changes (events.go); nil: none
+	events     eventSink // Kubernetes Events on leadership changes (events.go); nil: none
 	opts       ElectionOptions
 	// candidateStore gives the store of candidate records (candidates.go);
 	// nil in unit tests that build elections by hand.

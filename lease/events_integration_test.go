@@ -239,7 +239,7 @@ func TestLeadershipEvents(t *testing.T) {
 			}
 			messages := map[string]bool{}
 			for _, ev := range list.Items {
-				if ev.Count == 1 && ev.Source.Host == "ev-e" && ev.ReportingController == eventComponent {
+				if ev.Count == 1 && ev.Source.Host == "ev-e" && ev.ReportingController == "k8s-lease" {
 					messages[ev.Message] = true
 				}
 			}

@@ -33,11 +33,7 @@ func TestNoBroadcasterStartedAfterShutdown(t *testing.T) {
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	running := func() bool {
-		m.events.mu.Lock()
-		defer m.events.mu.Unlock()
-		return m.events.pipe != nil
-	}
+	running := m.events.Running
 	eventually(t, 5*time.Second, "the elected Event's broadcaster", running)
 	slow.Store(true)
 	if err := m.Shutdown(200 * time.Millisecond); !errors.Is(err, ErrShutdownTimeout) {

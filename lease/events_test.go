@@ -13,12 +13,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/internal/events"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
@@ -61,60 +61,6 @@ func TestEventMessages(t *testing.T) {
 	}
 }
 
-// A message with a long API error is cut to what the API server takes, on
-// a rune boundary.
-func TestEventMessageIsClipped(t *testing.T) {
-	tests := []struct {
-		name string
-		msg  string
-		want int // length
-	}{
-		{"short", "a became leader", len("a became leader")},
-		{"exactly the limit", strings.Repeat("x", maxEventMessage), maxEventMessage},
-		{"ascii over", strings.Repeat("x", 3000), maxEventMessage},
-		{"multi-byte at the cut", strings.Repeat("é", 1000), maxEventMessage - 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := clipMessage(tt.msg)
-			if len(got) != tt.want || !strings.HasPrefix(tt.msg, strings.TrimSuffix(got, "...")) || !isValidUTF8(got) {
-				t.Fatalf("clipMessage: %d bytes (want %d), %q...", len(got), tt.want, got[:min(len(got), 20)])
-			}
-		})
-	}
-}
-
-func isValidUTF8(s string) bool { return strings.ToValidUTF8(s, "\uFFFD") == s }
-
-// K8S_LEASE_EVENTS: on, off, their usual spellings, unset; anything else
-// is an error naming the variable and the accepted values.
-func TestParseEventsEnv(t *testing.T) {
-	tests := []struct {
-		value   string
-		want    bool
-		wantErr bool
-	}{
-		{"", true, false}, {"on", true, false}, {"ON", true, false}, {"true", true, false}, {"1", true, false},
-		{"off", false, false}, {"Off", false, false}, {"false", false, false}, {"0", false, false},
-		{"no", false, true}, {"disabled", false, true}, {" off", false, true}, {"2", false, true},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("%q", tt.value), func(t *testing.T) {
-			on, err := parseEventsEnv(tt.value)
-			if tt.wantErr {
-				if err == nil || !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), EventsEnv) ||
-					!strings.Contains(err.Error(), "must be on or off") {
-					t.Fatalf("parseEventsEnv(%q) = %v, %v; want an error naming %s and the accepted values", tt.value, on, err, EventsEnv)
-				}
-				return
-			}
-			if err != nil || on != tt.want {
-				t.Fatalf("parseEventsEnv(%q) = %v, %v; want %v", tt.value, on, err, tt.want)
-			}
-		})
-	}
-}
-
 // Init reads K8S_LEASE_EVENTS and fails on a bad value before anything
 // else; SetEvents overrides the variable.
 func TestEventsEnvInInit(t *testing.T) {
@@ -149,7 +95,7 @@ func TestEventsEnvInInit(t *testing.T) {
 			if !errors.Is(err, ErrNoConfig) {
 				t.Fatalf("Init = %v; want only the missing configuration", err)
 			}
-			if off := m.events.off.Load(); off != tt.wantOff {
+			if off := !m.events.On(); off != tt.wantOff {
 				t.Fatalf("events off = %v, want %v", off, tt.wantOff)
 			}
 		})
@@ -295,87 +241,17 @@ func TestSetEventsOff(t *testing.T) {
 	}
 }
 
-// An events API that refuses (403) costs one warning, never an error line,
-// and elections go on; further failures within a minute are counted into
-// the next warning instead of logged as warnings.
-func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
-	c := &capturedLogs{}
-	SetLogSink(c.sink)
-	t.Cleanup(func() { SetLogSink(nil) })
-	m, client, _ := fakeManager()
-	m.clock = clock.RealClock{}
-	var now atomic.Pointer[time.Time]
-	start := time.Now()
-	now.Store(&start)
-	m.events.warn.now = func() time.Time { return *now.Load() }
-	var rejected atomic.Int64
-	client.PrependReactor("create", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
-		rejected.Add(1)
-		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "events"}, "", errors.New("RBAC: no"))
-	})
-	for i, identity := range []string{"a", "b", "c"} {
-		e, err := m.RunElection("ns", "l", identity, unitTiming)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if token, err := e.WaitElected(5 * time.Second); err != nil || token != int64(i+1) {
-			t.Fatalf("%s: WaitElected = %d, %v", identity, token, err)
-		}
-		if err := m.CancelElection("ns", "l"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 5*time.Second, "6 rejected Events", func() bool { return rejected.Load() == 6 })
-	later := start.Add(eventsWarnEvery + time.Second)
-	now.Store(&later)
-	e, err := m.RunElection("ns", "l", "d", unitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "the 7th rejected Event", func() bool { return rejected.Load() == 7 })
-	if err := m.Shutdown(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	flushLogs()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var warnings []string
-	for _, msg := range c.msgs {
-		if strings.HasPrefix(msg, "E ") {
-			t.Errorf("an error line: %s", msg)
-		}
-		if strings.HasPrefix(msg, "W ") && strings.Contains(msg, "Event") {
-			warnings = append(warnings, msg)
-		}
-	}
-	if len(warnings) != 2 {
-		t.Fatalf("want 2 warnings (the first, then one a minute later), got %d:\n%s", len(warnings), strings.Join(warnings, "\n"))
-	}
-	for _, want := range []string{"forbidden", "elections are not affected", "create on events", EventsEnv + "=off",
-		`"a became leader (fencing token 1)"`} {
-		if !strings.Contains(warnings[0], want) {
-			t.Errorf("first warning lacks %q: %s", want, warnings[0])
-		}
-	}
-	if !strings.Contains(warnings[1], "(5 more such failures in the last 1m1s") {
-		t.Errorf("second warning does not count the 5 suppressed: %s", warnings[1])
-	}
-}
-
 // An events API that never answers (nor heeds its request's context) holds
 // neither an election nor a Shutdown: recording returns at once (the
 // broadcaster's queue drops when full), and Shutdown waits for queued
-// Events at most eventsFlushMax.
+// Events at most events.FlushMax.
 func TestHungEventsAPIBlocksNothing(t *testing.T) {
-	events := &hungEvents{Client: clientsetapi.Wrap(fake.NewClientset()), hang: make(chan struct{})}
-	defer close(events.hang)
+	hung := &hungEvents{Client: clientsetapi.Wrap(fake.NewClientset()), hang: make(chan struct{})}
+	defer close(hung.hang)
 	m := NewManager(nil)
 	// Not a reactor: the fake clientset serves one request at a time, so a
 	// reactor that hangs would hold the Lease requests too.
-	m.SetClient(events)
+	m.SetClient(hung)
 	e, err := m.RunElection("ns", "l", "a", unitTiming)
 	if err != nil {
 		t.Fatal(err)
@@ -383,10 +259,10 @@ func TestHungEventsAPIBlocksNothing(t *testing.T) {
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the events request to hang", func() bool { return events.entered.Load() == 1 })
+	eventually(t, 5*time.Second, "the events request to hang", func() bool { return hung.entered.Load() == 1 })
 	start := time.Now()
 	for i := 0; i < 5000; i++ { // past every queue
-		m.events.record(Key{"ns", "l"}, "", "a", kubeapi.EventTypeNormal, fmt.Sprintf("spam %d", i))
+		m.events.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, fmt.Sprintf("spam %d", i))
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("5000 recordings behind a hung events API took %v", took)
@@ -396,8 +272,8 @@ func TestHungEventsAPIBlocksNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	took := time.Since(start)
-	if took > eventsFlushMax+time.Second {
-		t.Fatalf("Shutdown took %v behind a hung events API; want at most %v + the release", took, eventsFlushMax)
+	if took > events.FlushMax+time.Second {
+		t.Fatalf("Shutdown took %v behind a hung events API; want at most %v + the release", took, events.FlushMax)
 	}
 	if isLeader, _, _ := e.IsLeader(); isLeader || !e.Ended() {
 		t.Fatal("the election did not end with Shutdown")

@@ -407,5 +407,5 @@ func (e *Election) recordHandOff(to string, err error) {
 	if err != nil {
 		typ, why = kubeapi.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
 	}
-	e.setEndEvent(e.events.record(e.key, uid, e.identity, typ, stoppedMessage(e.identity, why, token)))
+	e.setEndEvent(e.recordEvent(uid, typ, stoppedMessage(e.identity, why, token)))
 }

@@ -91,11 +91,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no hand-off started")
 	}
-	running := func() bool {
-		a.events.mu.Lock()
-		defer a.events.mu.Unlock()
-		return a.events.pipe != nil
-	}
+	running := a.events.Running
 	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
 	start := time.Now()
 	if err := a.Shutdown(3 * time.Second); err != nil {

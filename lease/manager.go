@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/k8s-lease/k8s-lease/lease/internal/events"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
@@ -95,7 +96,7 @@ type Manager struct {
 	// not hand out a smaller token).
 	highestToken map[Key]int64
 	stats        map[Key]*leaseStats
-	events       managerEvents     // Kubernetes Events on leadership changes (events.go)
+	events       *events.Recorder  // Kubernetes Events on leadership changes (events.go)
 	candidates   candidateRegistry // candidate records (candidates.go)
 	// ending holds the elections being ended (a cancel, a hand-off), by a
 	// channel closed when that is done: Shutdown and a concurrent cancel
@@ -122,7 +123,7 @@ func NewManager(clk clock.Clock) *Manager {
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds}
+		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds, events: newEventRecorder()}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -386,7 +387,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).CampaignStarted()
 	e.id = m.nextIDLocked()
-	e.events = m.events.use(client)
+	e.events = m.events.Use(client)
 	e.opts = opts
 	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
 	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
@@ -707,13 +708,13 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	}()
 	select {
 	case <-finished:
-		m.events.stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
+		m.events.Stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
 	case <-m.clock.After(timeout):
 		// The releases still running record their Events when they end:
 		// stop the recorder after them, not before (it would start again).
 		go func() {
 			<-finished
-			m.events.stop(time.Now().Add(eventsFlushMax))
+			m.events.Stop(time.Now().Add(events.FlushMax))
 		}()
 		return fmt.Errorf("%w after %v (elections and watches are still being stopped)", ErrShutdownTimeout, timeout)
 	}
@@ -755,7 +756,7 @@ func (m *Manager) Init() (string, error) {
 			return "", err
 		}
 	}
-	if err := m.events.loadEnv(); err != nil { // K8S_LEASE_EVENTS, after the hook copied the host's environment
+	if err := m.events.LoadEnv(); err != nil { // K8S_LEASE_EVENTS, after the hook copied the host's environment
 		return "", err
 	}
 	cfg, source, err := LoadConfig()
