@@ -6,7 +6,7 @@
 // it). The C ABI itself, every function of include/k8s_lease.h, is defined
 // and exported by package capi, imported here for its side effects; another
 // Go c-shared library gets the same ABI by the same import (see package
-// capi and the README).
+// capi and docs/embedding.md).
 //
 // cgo writes the header beside the library (libk8s_lease_wrapper.h, which
 // hosts include) from this package alone: its preamble below and its own
@@ -24,7 +24,8 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef void (*k8s_lease_holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef k8s_lease_holder_change_cb_t holder_change_cb_t; // its earlier name, kept for code written with it
 
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
@@ -49,8 +50,8 @@ extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electio
 extern int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* fencingToken, char** errMsg);
-extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc, char** errMsg);
-extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
+extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, char** errMsg);
+extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
 extern int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
 extern int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
@@ -61,7 +62,7 @@ extern int K8sLeaseSetLogLevel(int level, char** errMsg);
 extern int K8sLeaseStats(char** statsJSON, char** errMsg);
 extern int K8sLeaseMetrics(char** text, char** errMsg);
 extern void K8sLeaseFree(void* p);
-extern char* K8sLeaseVersion(void);
+extern char* K8sLeaseVersion(void); // a static string: do not free it
 
 #ifdef __cplusplus
 }

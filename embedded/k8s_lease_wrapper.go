@@ -14,7 +14,7 @@
 // capi, imported below), and the header cgo generates for it declares
 // them (the preamble below; cgo does not declare a non-main package's
 // exports, golang/go#27150). A library built from a directory (go build .)
-// needs no copy: its main package imports package capi (see the README).
+// needs no copy: its main package imports package capi (see docs/embedding.md).
 //
 // The build constraint keeps this file out of this module's own builds
 // (go build ./..., go vet ./...): a file named on the go build command line
@@ -37,7 +37,8 @@ package main
 #include <stdint.h>
 #include <stdlib.h>
 
-typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef void (*k8s_lease_holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef k8s_lease_holder_change_cb_t holder_change_cb_t; // its earlier name, kept for code written with it
 
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
@@ -62,8 +63,8 @@ extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electio
 extern int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* fencingToken, char** errMsg);
-extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc, char** errMsg);
-extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
+extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, char** errMsg);
+extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
 extern int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
 extern int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
@@ -74,7 +75,7 @@ extern int K8sLeaseSetLogLevel(int level, char** errMsg);
 extern int K8sLeaseStats(char** statsJSON, char** errMsg);
 extern int K8sLeaseMetrics(char** text, char** errMsg);
 extern void K8sLeaseFree(void* p);
-extern char* K8sLeaseVersion(void);
+extern char* K8sLeaseVersion(void); // a static string: do not free it
 
 #ifdef __cplusplus
 }

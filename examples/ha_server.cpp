@@ -60,7 +60,7 @@ void InstallSigterm() {
 void Label(const std::string& ns, const std::string& pod, bool on) {
   try {
     if (on) {
-      k8s_lease::SetPodLabel(ns, pod, kLeaderLabel, "true");
+      k8s_lease::PatchPodLabel(ns, pod, kLeaderLabel, "true");
     } else {
       k8s_lease::RemovePodLabel(ns, pod, kLeaderLabel);
     }

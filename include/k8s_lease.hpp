@@ -8,9 +8,9 @@
 // once the Election exists. Destructors never throw.
 //
 // Threading: everything here may be called from any thread. HolderWatch
-// callbacks run on a library thread, one at a time per watch; an exception
-// thrown by a callback is caught by the shim (it must never unwind into the
-// Go runtime) and reported to std::cerr.
+// callbacks run on a library thread, one at a time per holder watch; an
+// exception thrown by a callback is caught by the shim (it must never unwind
+// into the Go runtime) and reported to std::cerr.
 #ifndef K8S_LEASE_HPP
 #define K8S_LEASE_HPP
 
@@ -83,6 +83,7 @@ inline void Init() {
   detail::check(K8sLeaseInit(m.out()), m, "k8s_lease::Init");
 }
 
+// Version copies K8sLeaseVersion()'s static string (never freed).
 inline std::string Version() { return K8sLeaseVersion(); }
 
 // GetHolder returns std::nullopt when the Lease does not exist.
@@ -102,10 +103,19 @@ inline std::optional<Holder> GetHolder(const std::string& ns, const std::string&
   return h;
 }
 
-inline void SetPodLabel(const std::string& ns, const std::string& pod, const std::string& key, const std::string& value) {
+// PatchPodLabel sets label key=value on Pod ns/pod (K8sPatchPodLabel), e.g.
+// so that a Service selects the leader.
+inline void PatchPodLabel(const std::string& ns, const std::string& pod, const std::string& key, const std::string& value) {
   detail::Message m;
   detail::check(K8sPatchPodLabel(detail::c(ns), detail::c(pod), detail::c(key), detail::c(value), m.out()), m,
-                "k8s_lease::SetPodLabel");
+                "k8s_lease::PatchPodLabel");
+}
+
+// SetPodLabel is PatchPodLabel's earlier name, kept so that code written
+// with it still compiles (with a deprecation warning).
+[[deprecated("use k8s_lease::PatchPodLabel")]] inline void SetPodLabel(const std::string& ns, const std::string& pod,
+                                                                      const std::string& key, const std::string& value) {
+  PatchPodLabel(ns, pod, key, value);
 }
 
 inline void RemovePodLabel(const std::string& ns, const std::string& pod, const std::string& key) {

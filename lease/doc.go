@@ -12,8 +12,8 @@
 //     takes a held Lease only a full leaseDuration after the last change it
 //     saw; at once only a Lease whose holder's term is known to be over (a
 //     release written by that holder, a Lease never held or deleted) or a
-//     hand-off record naming it (the README's guarantees table has each
-//     case and its test).
+//     hand-off record naming it (docs/guarantees.md has each case and the
+//     test that shows it).
 //   - Every write of a leader is a compare-and-swap: acquisitions and
 //     releases on the resourceVersion, renewals by a JSON patch whose tests
 //     check holder, incarnation, token and duration. A foreign write ends
@@ -24,8 +24,8 @@
 //   - Nothing here calls host code (the log sink, holder callbacks) with a
 //     lock held or on the renewal path; a callback may call any function of
 //     the package, Shutdown included.
-//   - A panic on the library's own goroutines ends that election or watch
-//     with ErrInternal; it never reaches the host.
+//   - A panic on the library's own goroutines ends that election or holder
+//     watch with ErrInternal; it never reaches the host.
 //
 // # Limits
 //
@@ -42,7 +42,7 @@
 //
 // # Cost
 //
-// One goroutine per election (the candidate or leader loop) and per followed
+// One goroutine per election (the candidate or leader loop) and per observed
 // Lease. A leader renews on its own goroutine while the API server answers
 // fast, and on workers (workers.go) once a renewal went unanswered for
 // inlineCut (half a retry period at most), or always where renewDeadline <=

@@ -136,7 +136,7 @@ func (e *Election) lead() error {
 // within one slot renew together, and a burst of renewals costs the
 // process one wake-up of its threads where renewals spread out cost one
 // each: at 100 elections in a C host, 2.2 % of a core against
-// 4.8 % (README, "Cost"). A renewal moves earlier, never later, which
+// 4.8 % (docs/benchmarks.md, "Cost"). A renewal moves earlier, never later, which
 // never shortens leadership; the period between renewals stays period.
 func renewalSlot(now time.Time, d, period time.Duration, leaders int64) time.Duration {
 	slot := period / max(renewalSlots, time.Duration(leaders/renewalBurst))
@@ -205,7 +205,7 @@ func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
 // inline reports whether the next renewal, with nothing in flight, goes
 // out on the leading goroutine itself: while answers come in well under
 // inlineCut. The alternative, a worker, costs two more goroutine wake-ups
-// per renewal and, at 1000 elections, 500 more goroutines (README, "Cost").
+// per renewal and, at 1000 elections, 500 more goroutines (docs/benchmarks.md, "Cost").
 func (p *pipeline) inline(t Timing) bool {
 	cut := inlineCut(t)
 	return cut > 0 && 4*p.latency < cut

@@ -15,7 +15,7 @@ import (
 )
 
 // Manifest decodes the objects of deploy/<file>, in order: the tests apply
-// the very manifests the README tells users to apply.
+// the very manifests docs/operations.md tells users to apply.
 func Manifest(file string) ([]runtime.Object, error) {
 	path := filepath.Join(RepoRoot(), "deploy", file)
 	data, err := os.ReadFile(path)

@@ -42,7 +42,7 @@ echo "combined: ./embedded is left out of ./... (ignored: k8s_lease_wrapper.go)"
 rm -rf "$work" && mkdir -p "$work/hdr"
 cp tests/combined/testdata/etcd_wrapper.go embedded/k8s_lease_wrapper.go "$work/"
 # Their go line is their build image's Go (1.25.9); go mod tidy raises it
-# to this module's (see the README: which Go the library needs).
+# to this module's (see docs/embedding.md: which Go the library needs).
 cat > "$work/go.mod" <<MOD
 module example.com/ha-wrapper
 
