@@ -14,46 +14,17 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/internal/candidates"
+	"github.com/k8s-lease/k8s-lease/lease/internal/candidates/candidatestest"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
-// recordNameOf is the name a get, create or update action is about.
-func recordNameOf(a k8stesting.Action) string {
-	switch act := a.(type) {
-	case k8stesting.GetAction:
-		return act.GetName()
-	case k8stesting.CreateAction:
-		if o, ok := act.GetObject().(metav1.Object); ok {
-			return o.GetName()
-		}
-	case k8stesting.UpdateAction:
-		if o, ok := act.GetObject().(metav1.Object); ok {
-			return o.GetName()
-		}
-	case k8stesting.DeleteAction:
-		return act.GetName()
-	case k8stesting.PatchAction:
-		return act.GetName()
-	}
-	return ""
-}
+// leaseRecords is the store keeping candidate records as Leases on client.
+func leaseRecords(client kubeapi.Client) candidateStore { return candidates.Leases{Client: client} }
 
-// deleteRecordBefore makes a predecessor candidacy's delete of the record
-// name land at one exact point: just before the first verb ("get" or
-// "update") of that record on resource. It reports whether it landed.
-// Reactors run under the fake's lock, in order: the delete is done on the
-// tracker, and the action then proceeds on the deleted record.
-func deleteRecordBefore(t *testing.T, client *fake.Clientset, verb, resource, name string) *atomic.Bool {
-	t.Helper()
-	var landed atomic.Bool
-	client.PrependReactor(verb, resource, func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if recordNameOf(a) == name && landed.CompareAndSwap(false, true) {
-			if err := client.Tracker().Delete(a.GetResource(), a.GetNamespace(), name); err != nil {
-				t.Errorf("the predecessor's delete: %v", err)
-			}
-		}
-		return false, nil, nil
-	})
-	return &landed
+// candidateRecordName is the name of identity's candidate record on lease.
+func candidateRecordName(lease, identity string) string {
+	return candidates.RecordName(lease, identity)
 }
 
 // countRecordWrites counts the tries to create, update, patch or delete the
@@ -64,62 +35,13 @@ func countRecordWrites(client *fake.Clientset, name string) *atomic.Int64 {
 	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		switch a.GetVerb() {
 		case "create", "update", "patch", "delete":
-			if recordNameOf(a) == name {
+			if candidatestest.ObjectName(a) == name {
 				n.Add(1)
 			}
 		}
 		return false, nil, nil
 	})
 	return &n
-}
-
-// A candidacy's record write (create; on AlreadyExists get, then update)
-// that meets its predecessor's delete in between - the record the get or
-// the update is about is gone - creates the record again instead of
-// failing: a failed write was retried only candidateRefresh (5 min) later,
-// and meanwhile every hand-off to the candidate was refused as "not seen".
-func TestCandidateRecordRecreatedAfterPredecessorDelete(t *testing.T) {
-	t.Parallel() // own fake API servers
-	for _, kind := range []struct {
-		name, resource string
-		store          func(*fake.Clientset) candidateStore
-	}{
-		{"Lease", "leases", func(c *fake.Clientset) candidateStore { return leaseRecords{clientsetapi.Wrap(c)} }},
-		{"LeaseCandidate", "leasecandidates", func(c *fake.Clientset) candidateStore { return leaseCandidates{clientsetapi.Wrap(c)} }},
-	} {
-		for _, verb := range []string{"get", "update"} {
-			t.Run(kind.name+", delete lands before the "+verb, func(t *testing.T) {
-				client := fake.NewClientset()
-				enforceResourceVersions(client)
-				store := kind.store(client)
-				ctx := withNS(t.Context(), "ns")
-				if _, err := store.put(ctx, "l", Candidate{Identity: "a", Priority: 1, RenewTime: time.Now()}); err != nil {
-					t.Fatal(err) // the predecessor's record
-				}
-				name := candidateRecordName("l", "a")
-				landed := deleteRecordBefore(t, client, verb, kind.resource, name)
-				rv, err := store.put(ctx, "l", Candidate{Identity: "a", Priority: 2, RenewTime: time.Now()})
-				if !landed.Load() {
-					t.Fatalf("the predecessor's delete did not land before the %s", verb)
-				}
-				if err != nil {
-					t.Fatalf("put after the predecessor's delete: %v", err)
-				}
-				c, found, err := store.get(ctx, "l", "a")
-				if err != nil || !found || c.Priority != 2 {
-					t.Fatalf("record after the put: %+v, found %v, %v; want priority 2", c, found, err)
-				}
-				// The candidacy's own delete is conditional on rv: it
-				// must be the record's.
-				if err := store.remove(ctx, "l", "a", rv); err != nil {
-					t.Fatal(err)
-				}
-				if _, found, _ := store.get(ctx, "l", "a"); found {
-					t.Fatalf("the put returned resource version %s, not the record's: the delete missed it", rv)
-				}
-			})
-		}
-	}
 }
 
 // Through a Manager: a candidate standing again whose predecessor's record
@@ -132,7 +54,7 @@ func TestHandOffAcceptedWhenThePredecessorDeleteLandedMidWrite(t *testing.T) {
 	// Reactors are installed before any request (the fake does not lock
 	// its chain against them). The predecessor's record below is only
 	// created: the first get of it is the new candidacy's.
-	landed := deleteRecordBefore(t, client, "get", "leases", candidateRecordName("l", "a"))
+	landed := candidatestest.DeleteBefore(t, client, "get", "leases", candidateRecordName("l", "a"))
 	x := process(t, client)
 	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
 	if err != nil {
@@ -141,8 +63,7 @@ func TestHandOffAcceptedWhenThePredecessorDeleteLandedMidWrite(t *testing.T) {
 	if _, err := ex.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ctx := withNS(t.Context(), "ns")
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(ctx, "l", Candidate{Identity: "a", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "a", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err) // what a's last candidacy left (priority 0), its delete still on the way
 	}
 	am := process(t, client)
@@ -181,7 +102,7 @@ func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
 	var failures atomic.Int64
 	failures.Store(2)
 	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if recordNameOf(a) == name && failures.Add(-1) >= 0 {
+		if candidatestest.ObjectName(a) == name && failures.Add(-1) >= 0 {
 			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
 		}
 		return false, nil, nil
@@ -218,7 +139,7 @@ func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
 	client := fake.NewClientset()
 	name := candidateRecordName("l", "a")
 	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if recordNameOf(a) == name {
+		if candidatestest.ObjectName(a) == name {
 			return true, nil, apierrors.NewServiceUnavailable("etcd unavailable")
 		}
 		return false, nil, nil
@@ -281,7 +202,7 @@ func TestCandidateRecordLeavesAForeignLeaseOfItsNameUntouched(t *testing.T) {
 	before := snapshot()
 	var tries atomic.Int64
 	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
-		if recordNameOf(a) == name {
+		if candidatestest.ObjectName(a) == name {
 			tries.Add(1)
 		}
 		return false, nil, nil

@@ -186,7 +186,7 @@ func TestAPanicInHandOffDoesNotLeaveShutdownWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "b's candidate record", func() bool {
-		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		_, found, err := leaseRecords(clientsetapi.Wrap(client)).Get(context.Background(), "ns", "l", "b")
 		return err == nil && found
 	})
 	armed.Store(true)
@@ -300,7 +300,7 @@ func cancelHandingOff(t *testing.T) (m *Manager, eb *Election, cancelled chan st
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "b's candidate record", func() bool {
-		_, found, err := (leaseRecords{clientsetapi.Wrap(client)}).get(withNS(context.Background(), "ns"), "l", "b")
+		_, found, err := leaseRecords(clientsetapi.Wrap(client)).Get(context.Background(), "ns", "l", "b")
 		return err == nil && found
 	})
 	armed.Store(true)

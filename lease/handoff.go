@@ -117,9 +117,9 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt t
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(withNS(context.Background(), key.Namespace), within)
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	c, found, err := m.candidates.storeFor(client).get(ctx, key.Name, to)
+	c, found, err := m.candidates.storeFor(client).Get(ctx, key.Namespace, key.Name, to)
 	switch {
 	case err != nil && strict:
 		return fmt.Errorf("hand off lease %s: %w: cannot read %q's candidate record: %v", key, errTargetNotSeen, to, err)
@@ -320,13 +320,13 @@ func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 // yielding while one is named. Its own goroutine; it ends with the
 // leadership.
 func (e *Election) yieldToNewer() {
-	ctx, cancel := context.WithCancel(withNS(context.Background(), e.key.Namespace))
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	retry := newBackoff(time.Second, 30*time.Second)
 	for !e.Ended() {
 		s := e.candidateStore()
 		lctx, lcancel := context.WithTimeout(ctx, requestTimeout)
-		cs, err := s.list(lctx, e.key.Name)
+		cs, err := s.List(lctx, e.key.Namespace, e.key.Name)
 		lcancel()
 		if err == nil {
 			e.mu.Lock()
@@ -339,7 +339,7 @@ func (e *Election) yieldToNewer() {
 				err = errors.New("the newer candidate was not handed the lease")
 			} else {
 				var w watch.Interface
-				if w, err = s.watch(ctx, e.key.Name); err == nil {
+				if w, err = s.Watch(ctx, e.key.Namespace, e.key.Name); err == nil {
 					select {
 					case <-e.ended:
 					case <-w.ResultChan():

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
+	"github.com/k8s-lease/k8s-lease/lease/internal/candidates"
 )
 
 // A hand-off between real processes, with another of ours and a plain
@@ -186,13 +187,13 @@ func TestLeaseCandidatesWhereServed(t *testing.T) {
 	if err != nil || len(cs) != 2 || cs[0].Identity != "b" || cs[0].Version != "1.1.0" || cs[0].Priority != 2 {
 		t.Fatalf("Candidates = %+v, %v; want b (1.1.0, priority 2) first", cs, err)
 	}
-	if a.candidates.storeFor(nil).kind() != "LeaseCandidate" {
-		t.Fatalf("records kept as %ss", a.candidates.storeFor(nil).kind())
+	if a.candidates.storeFor(nil).Kind() != "LeaseCandidate" {
+		t.Fatalf("records kept as %ss", a.candidates.storeFor(nil).Kind())
 	}
 	leases := admin.CoordinationV1().Leases(itNamespace)
 	// kubectl patch lease NAME --type merge -p '{"spec":{"strategy":"k8s-lease.io/NewestVersion","preferredHolder":"b"}}'
 	// (the API server takes a preferred holder only with a strategy).
-	preferred, strategy := "b", coordinationv1.CoordinatedLeaseStrategy(candidateStrategy)
+	preferred, strategy := "b", coordinationv1.CoordinatedLeaseStrategy(candidates.Strategy)
 	l := updateLease(t, leases, name, func(l *coordinationv1.Lease) {
 		l.Spec.PreferredHolder, l.Spec.Strategy = &preferred, &strategy
 	})

@@ -30,8 +30,7 @@ func TestHandOffRecordTakenByClientGoNamedLikeItsHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := withNS(context.Background(), itNamespace)
-	if _, err := ma.candidates.storeFor(client).put(ctx, name, Candidate{Identity: "ours-b", RenewTime: time.Now()}); err != nil {
+	if _, err := ma.candidates.storeFor(client).Put(context.Background(), itNamespace, name, Candidate{Identity: "ours-b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	err = ma.HandOff(itNamespace, name, "ours-b", fastTiming.LeaseDuration)

@@ -104,7 +104,7 @@ func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
 	cgLeading, ctx := fakeClientGoCandidate(t, client, handOffHolder("b"))
 	// b's candidate record, as left by b, which is frozen: it does not
 	// campaign while the hand-off's window runs.
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(ctx, "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	err = a.HandOff("ns", "l", "b", 1500*time.Millisecond)

@@ -47,7 +47,7 @@ func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	armed.Store(true)

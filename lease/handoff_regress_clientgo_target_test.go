@@ -41,7 +41,7 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 	}
 	// b's candidate record (say left by b's earlier life on this library,
 	// or records unreadable: requireCampaigning then lets it through).
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(ctx, "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -74,7 +74,7 @@ func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
 	csA, errA := a.Candidates("ns", "l")
 	csB, errB := b.Candidates("ns", "l")
 	t.Logf("a uses %ss and sees %+v (%v); b uses %ss and sees %+v (%v)",
-		a.candidates.store.kind(), csA, errA, b.candidates.store.kind(), csB, errB)
+		a.candidates.storeFor(nil).Kind(), csA, errA, b.candidates.storeFor(nil).Kind(), csB, errB)
 	err = a.HandOff("ns", "l", "b", time.Second)
 	t.Logf("a.HandOff to the campaigning b = %v", err)
 	if !(!errors.Is(err, errTargetNotSeen)) {

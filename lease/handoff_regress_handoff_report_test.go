@@ -74,7 +74,7 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 		if _, err := ea.WaitElected(5 * time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := (leaseRecords{clientsetapi.Wrap(fc)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+		if _, err := leaseRecords(clientsetapi.Wrap(fc)).Put(t.Context(), "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)

@@ -63,7 +63,7 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
 	before := leaderAvailability(time.Second, a, b)
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(ctx, "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
@@ -149,7 +149,7 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	go b.run(ctx)
 	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(ctx, "ns", "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	after := leaderAvailability(6*time.Second, a, b)

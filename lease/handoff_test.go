@@ -75,8 +75,7 @@ func TestHandOffToACampaigningCandidate(t *testing.T) {
 // takes it.
 func TestHandOffToACrashedCandidateTimesOutAndReleases(t *testing.T) {
 	a, _, _, eb, client := handOffPair(t)
-	ctx := withNS(t.Context(), "ns")
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(ctx, "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	err := a.HandOff("ns", "l", "c", 300*time.Millisecond)
