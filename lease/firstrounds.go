@@ -27,9 +27,8 @@ import "sync"
 // Lease the process already follows (a holder watch, GetHolder, an ending
 // election of the same lease) keeps its observer running outside the gate.
 // An election queued here counts its wait in its campaign's time and, if
-// WaitElected times out, says it was queued.
-var firstRounds = newGate(firstRoundsAtOnce)
-
+// WaitElected times out, says it was queued. The gate is firstRounds
+// (process.go).
 const firstRoundsAtOnce = 16
 
 // gate is a counting semaphore.

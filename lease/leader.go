@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -159,13 +158,6 @@ const (
 	renewalSlots = 8
 	renewalBurst = 16
 )
-
-// leading counts the elections of the process that lead now.
-var leading atomic.Int64
-
-// gridPhase offsets this process's grid of slots, so that the bursts of
-// processes (one election each, many pods) do not meet at the API server.
-var gridPhase = rand.Int64N(int64(time.Hour))
 
 // firstRenewal is when a new leader first renews: at a random point of the
 // retry period, then moved to its slot (renewalSlot), which every later

@@ -62,6 +62,3 @@ func (w *workers) work(job func()) {
 		}
 	}
 }
-
-// renewers run the renewals of every election in the process.
-var renewers = newWorkers(workerIdle)
