@@ -1,6 +1,15 @@
 package lease
 
-import "time"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // action is what a candidate should do next, decided from a snapshot.
 type action int
@@ -86,4 +95,246 @@ func latest(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// waitFor sleeps until the lease changes, until is reached (zero: no
+// deadline), or the election is cancelled (false).
+func (e *Election) waitFor(notify <-chan struct{}, until time.Time) bool {
+	var timeout <-chan time.Time
+	if !until.IsZero() {
+		t := e.clock.NewTimer(until.Sub(e.clock.Now()))
+		defer t.Stop()
+		timeout = t.C()
+	}
+	select {
+	case <-e.ctx.Done():
+		return false
+	case <-notify:
+	case <-timeout:
+	}
+	return true
+}
+
+// campaign runs until this election holds the Lease or is cancelled (nil),
+// or an error no retry can cure (invalid, token exhausted) ends it. Errors an
+// operator cures while the process runs (forbidden: RBAC missing;
+// unauthorized: a bad or rotated token; the namespace missing) are reported
+// at once and retried with capped backoff (fixRetryMax), so the candidate is
+// elected without a restart once the cluster is fixed.
+func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
+	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
+	fixRetry := newBackoff(min(e.timing.RetryPeriod, fixRetryMax), fixRetryMax)
+	var freeSince time.Time // when this campaign last judged the lease free
+	for e.ctx.Err() == nil {
+		snap := e.obs.snapshot()
+		// An error the shared observer met before this campaign (say a
+		// GetHolder before RBAC was applied) is not this campaign's: wait
+		// for the observer's next try. The observer retries by itself.
+		if !snap.synced && snap.err != nil && !snap.errAt.Before(started) {
+			if permanent(snap.err) {
+				return fmt.Errorf("cannot read lease %s: %w", e.key, snap.err)
+			}
+			if needsFix(snap.err, false) {
+				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
+			}
+		}
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity)
+		if act == actWait || act == actWaitSync && snap.err != nil {
+			e.recordCandidacy() // a standby now: its record costs the campaign nothing
+			e.leaveFirstRound()
+		}
+		if act == actWait {
+			// Another holder is the reason now: earlier errors are not.
+			e.clearAPIErr()
+			fixRetry.reset()
+		}
+		if act == actWaitSync || act == actWait {
+			freeSince = time.Time{}
+			if !e.waitFor(notify, until) {
+				return nil
+			}
+			continue
+		}
+		if freeSince.IsZero() {
+			freeSince = e.clock.Now()
+		}
+		err := e.acquire(snap, act == actCreate, started, freeSince)
+		e.leaveFirstRound()
+		if err == nil {
+			return nil
+		}
+		if permanent(err) {
+			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
+		}
+		delay := retry.next()
+		switch {
+		case needsFix(err, act == actCreate):
+			e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
+			delay = fixRetry.next()
+		case apierrors.IsNotFound(err) && act != actCreate:
+			// The Lease was deleted since the snapshot: learn it (the
+			// watch may lag or be down), and decide again at once on
+			// that: the last holder's term is waited out before the
+			// Lease is created again.
+			e.setAPIErr(err)
+			if e.refresh(snap.rec.resourceVersion) {
+				delay = 0
+			}
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			// Someone else wrote first. Our snapshot is stale (its watch
+			// may lag by seconds after an outage): learn the current
+			// Lease now, so the next decision is made on it, instead of
+			// resending the same doomed write. Back off only when that
+			// taught nothing new.
+			e.setAPIErr(err)
+			e.stats.Conflict()
+			if e.refresh(snap.rec.resourceVersion) {
+				delay = 0
+			}
+		default:
+			e.setAPIErr(err)
+			e.stats.APIError()
+			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
+		}
+		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// leaveFirstRound gives back this election's place in firstRounds (once).
+func (e *Election) leaveFirstRound() {
+	if e.firstRoundOver != nil {
+		e.firstRoundOver()
+	}
+}
+
+// fixRetryMax caps the backoff of a candidate blocked by an error only an
+// operator can cure: at most this long after the fix, it is elected.
+const fixRetryMax = 8 * time.Second
+
+// blocked reports an error that keeps the candidate out until an operator
+// fixes the cluster: counted, kept for WaitElected's timeout message, and
+// logged as an error when it first appears or changes (not on every retry).
+func (e *Election) blocked(err error) {
+	e.stats.APIError()
+	e.mu.Lock()
+	same := e.lastAPIErr != nil && e.lastAPIErr.Error() == err.Error()
+	e.lastAPIErr = err
+	e.mu.Unlock()
+	if !same {
+		logf(LevelError, "lease %s: %s cannot campaign until this is fixed (retrying at most every %v): %v",
+			e.key, e.identity, fixRetryMax, err)
+	}
+}
+
+// refresh reads the Lease into the observer after a lost compare-and-swap
+// and reports whether the snapshot moved past resource version seen.
+func (e *Election) refresh(seen string) bool {
+	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
+	defer cancel()
+	e.stats.ObserverRequest()
+	sent := e.obs.seqNow()
+	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		e.obs.applyGone(sent)
+	case err != nil:
+		logf(LevelInfo, "lease %s: re-reading after a conflict: %v", e.key, err)
+	default:
+		e.obs.applyRead(cur, cur.ResourceVersion, sent) // a quorum read: the truth, also at an older version
+	}
+	s := e.obs.snapshot()
+	return s.synced && s.rec.resourceVersion != seen
+}
+
+// permanent reports errors that neither retrying nor fixing the cluster
+// will cure: the request itself is wrong.
+func permanent(err error) bool {
+	return err != nil && (apierrors.IsInvalid(err) || errors.Is(err, errTokenExhausted))
+}
+
+// needsFix reports errors that last until an operator acts: RBAC missing
+// (forbidden), credentials refused (unauthorized), or, on create, the
+// namespace missing (not found).
+func needsFix(err error, creating bool) bool {
+	return err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) ||
+		(creating && apierrors.IsNotFound(err)))
+}
+
+// clearAPIErr forgets the last API error once it is no longer why the
+// election is where it is (a request succeeded, or another holder is the
+// reason to wait), so a cured 403 is not reported as a cause later.
+func (e *Election) clearAPIErr() {
+	e.mu.Lock()
+	e.lastAPIErr = nil
+	e.mu.Unlock()
+}
+
+// lastAPIError is the last error an API request of this election met, or nil.
+func (e *Election) lastAPIError() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastAPIErr
+}
+
+func (e *Election) setAPIErr(err error) {
+	e.mu.Lock()
+	e.lastAPIErr = err
+	e.mu.Unlock()
+}
+
+// acquire takes the Lease over (or creates it) with a compare-and-swap on
+// the observed resource version and the next fencing token. The campaign's
+// start and when it judged the lease free time the metrics.
+func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.Time) error {
+	token, err := nextToken(snap.rec.token, snap.highestToken)
+	if err != nil {
+		return err
+	}
+	var l *coordinationv1.Lease
+	if create {
+		if snap.lastHeld.exists || snap.highestToken > 0 {
+			// The token cannot outlive the object: storage fenced with it
+			// sees the sequence start again above what this process saw.
+			logf(LevelWarning, "lease %s: re-creating the Lease, which was deleted; its fencing token restarts at %d (the highest this process saw was %d): a Lease in use must not be deleted",
+				e.key, token, snap.highestToken)
+		}
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: e.key.Name, Namespace: e.key.Namespace}}
+	} else {
+		l = snap.lease.DeepCopy()
+	}
+	sent := e.clock.Now()
+	holdSpec(l, e.identity, e.incarnation, token, e.timing, sent, true)
+	// A cancel does not cut the write short: its outcome would be unknown
+	// and a landed one never released, leaving the lease held for a full
+	// lease duration. It ends by its own timeout, and Cancel (which waits
+	// for this goroutine) releases what landed.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), min(requestTimeout, e.timing.RenewDeadline))
+	defer cancel()
+	var got *coordinationv1.Lease
+	if create {
+		got, err = e.leases.Create(ctx, l, metav1.CreateOptions{})
+	} else {
+		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return err
+	}
+	e.obs.apply(got, got.ResourceVersion)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.written = got // even if cancelled meanwhile: Cancel then releases it
+	if e.phase != phaseCandidate {
+		return nil
+	}
+	e.phase, e.token = phaseLeader, token
+	e.lastAPIErr = nil // this term's renewals report their own
+	e.validUntil = sent.Add(e.timing.RenewDeadline)
+	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
+	close(e.elected)
+	e.obs.pauseWhileLeading(e)
+	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)
+	return nil
 }

@@ -56,4 +56,33 @@
 // place, which bounds the startup burst whose memory a process would keep;
 // renewals, retries and a standby's takeover never wait. The API is reached
 // through package kubeapi, which links only the coordination types.
+//
+// # Where things are
+//
+//   - campaign.go: the candidate's rule, decide(snapshot, now), a pure
+//     function, and the loop that acts on it (acquire, create, wait).
+//   - leader.go: the leader's loop: the renewal rule (renewDeadline, slots,
+//     when a renewal moves to the workers), loss and release; renewpatch.go
+//     is the renewal's JSON patch, record.go how a Lease is read and written
+//     (holder, token, hand-off record), fencing.go the token rule.
+//   - election.go: an Election and its life (start, WaitElected, WaitLost,
+//     Cancel); options.go and preferred.go the policies and the choice of a
+//     preferred holder; handoff.go the hand-off; candidates.go a candidate's
+//     record while it campaigns.
+//   - observer.go and snapshot.go: the shared view of one Lease (list and
+//     watch, what a read may change); observers.go the Manager's observers
+//     and their reaper; holder.go and holderwatch.go GetHolder and holder
+//     watches.
+//   - manager.go: the Manager (elections, ends, Shutdown, Init); process.go
+//     the state that is the process's; workers.go, firstrounds.go and
+//     backoff.go the scheduling around requests.
+//   - events.go, metrics.go, stats.go: what an election reports, through
+//     the interfaces the core owns (eventSink, metricsSink; candidateStore
+//     in candidates.go). Delivery and formatting live in lease/internal:
+//     events (writing Kubernetes Events: queue, retries, spam filter; what
+//     an Event says, its type, reason and message, is decided in events.go
+//     here), telemetry (counters, histograms, the Prometheus
+//     text: a new metric is a counter there, a metricsSink method here, and
+//     a family in its text.go), candidates (the record stores), logs (the
+//     host's log sink), kubeconfig (building the client), podlabel, validate.
 package lease

@@ -37,8 +37,12 @@ const endEventWait = events.FlushMax
 // channel it returns is closed once the Event is written, its write failed
 // or it was dropped (nil: not recorded, as when Events are off).
 type eventSink interface {
-	Record(namespace, name string, uid types.UID, identity, eventType, message string) (done <-chan struct{})
+	Record(namespace, name string, uid types.UID, identity, eventType, reason, message string) (done <-chan struct{})
 }
+
+// eventReason is the reason of every Event an election reports: the one
+// client-go's resourcelock uses, so that tools that look for it find ours.
+const eventReason = "LeaderElection"
 
 // newEventRecorder is a Manager's Event delivery, logging to the library's
 // log.
@@ -137,7 +141,7 @@ func (e *Election) eventFacts() (int64, types.UID) {
 // recordEvent hands an Event about the Lease, from this candidate, to the
 // sink.
 func (e *Election) recordEvent(uid types.UID, eventType, message string) (done <-chan struct{}) {
-	return e.events.Record(e.key.Namespace, e.key.Name, uid, e.identity, eventType, message)
+	return e.events.Record(e.key.Namespace, e.key.Name, uid, e.identity, eventType, eventReason, message)
 }
 
 func isClosed(ch <-chan struct{}) bool {

@@ -262,7 +262,7 @@ func TestHungEventsAPIBlocksNothing(t *testing.T) {
 	eventually(t, 5*time.Second, "the events request to hang", func() bool { return hung.entered.Load() == 1 })
 	start := time.Now()
 	for i := 0; i < 5000; i++ { // past every queue
-		m.events.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, fmt.Sprintf("spam %d", i))
+		m.events.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, eventReason, fmt.Sprintf("spam %d", i))
 	}
 	if took := time.Since(start); took > time.Second {
 		t.Fatalf("5000 recordings behind a hung events API took %v", took)

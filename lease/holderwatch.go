@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"syscall"
@@ -131,4 +132,90 @@ func (w *HolderWatch) cancelAsSeenFrom(tid int64) {
 		return
 	}
 	<-w.done
+}
+
+// WatchHolder starts a holder watch on ns/name.
+func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWatch, error) {
+	if err := ValidateKey(ns, name); err != nil {
+		return nil, err
+	}
+	if cb == nil {
+		return nil, fmt.Errorf("%w: callback: must not be NULL", ErrInvalidArgument)
+	}
+	client, err := m.client()
+	if err != nil {
+		return nil, err
+	}
+	key := Key{ns, name}
+	m.mu.Lock()
+	if m.watches[key] != nil {
+		m.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
+	}
+	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
+	stats := m.statsLocked(key)
+	stats.WatchStarted()
+	var w *HolderWatch
+	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.WatchCallback(); cb(s) },
+		func() { m.releaseObserver(key); m.watchEnded(key, w) })
+	w.id = m.nextIDLocked()
+	m.watches[key] = w
+	w.start()
+	m.mu.Unlock()
+	return w, nil
+}
+
+// CancelWatch stops the watch on ns/name and waits, as HolderWatch.Cancel
+// does, for it and for every watch on the lease still being stopped, so
+// that concurrent cancellers all return only once no callback runs. No
+// watch is not an error.
+func (m *Manager) CancelWatch(ns, name string) error {
+	return m.CancelWatchID(ns, name, 0)
+}
+
+// CancelWatchID is CancelWatch for the watch with that id only (0:
+// whichever runs), and waits for that one alone: an object that started a
+// watch stops it and never a later one on the same lease. An id that no
+// longer runs is not an error.
+func (m *Manager) CancelWatchID(ns, name string, id int64) error {
+	if err := ValidateKey(ns, name); err != nil {
+		return err
+	}
+	key := Key{ns, name}
+	m.mu.Lock()
+	if w := m.watches[key]; w != nil && (id == 0 || w.id == id) {
+		delete(m.watches, key)
+		m.stopping[key] = append(m.stopping[key], w)
+	}
+	var pending []*HolderWatch
+	for _, w := range m.stopping[key] {
+		if id == 0 || w.id == id {
+			pending = append(pending, w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range pending {
+		w.Cancel()
+	}
+	return nil
+}
+
+// watchEnded forgets a stopped watch once its goroutine is over.
+func (m *Manager) watchEnded(key Key, w *HolderWatch) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watches[key] == w {
+		delete(m.watches, key) // ended by itself (a contained panic)
+	}
+	rest := m.stopping[key][:0]
+	for _, s := range m.stopping[key] {
+		if s != w {
+			rest = append(rest, s)
+		}
+	}
+	if len(rest) == 0 {
+		delete(m.stopping, key)
+	} else {
+		m.stopping[key] = rest
+	}
 }

@@ -53,8 +53,7 @@ const Env = "K8S_LEASE_EVENTS"
 const FlushMax = 2 * time.Second
 
 const (
-	reason    = "LeaderElection" // client-go's resourcelock uses this reason
-	component = "k8s-lease"      // the Event's source.component; source.host is the identity
+	component = "k8s-lease" // the Event's source.component; source.host is the identity
 	// maxMessage keeps a message with a long API error within the 1 KiB
 	// that events.k8s.io allows a note.
 	maxMessage = 1024
@@ -162,10 +161,11 @@ func (r *Recorder) Use(client kubeapi.Client) *Recorder {
 }
 
 // Record queues an Event about the Lease namespace/name (uid when known)
-// from identity. It never blocks and never fails. The channel it returns is
-// closed once the Event is written, or its write failed, or it was dropped
-// (nil: Events are off, no client was given, or it panicked).
-func (r *Recorder) Record(namespace, name string, uid types.UID, identity, eventType, message string) (done <-chan struct{}) {
+// from identity, with the caller's type, reason and message. It never
+// blocks and never fails. The channel it returns is closed once the Event
+// is written, or its write failed, or it was dropped (nil: Events are off,
+// no client was given, or it panicked).
+func (r *Recorder) Record(namespace, name string, uid types.UID, identity, eventType, reason, message string) (done <-chan struct{}) {
 	if r.off.Load() {
 		return nil
 	}
@@ -176,7 +176,7 @@ func (r *Recorder) Record(namespace, name string, uid types.UID, identity, event
 			done = nil
 		}
 	}()
-	q := &queued{ev: newEvent(namespace, name, uid, identity, eventType, clipMessage(message), r.clock.Now()), done: make(chan struct{})}
+	q := &queued{ev: newEvent(namespace, name, uid, identity, eventType, reason, clipMessage(message), r.clock.Now()), done: make(chan struct{})}
 	for {
 		p := r.pipeline()
 		if p == nil {
@@ -225,7 +225,7 @@ func (r *Recorder) Stop(deadline time.Time) {
 
 // newEvent is the core/v1 Event client-go's recorder would write: named
 // after the Lease and the time, as kubectl lists them.
-func newEvent(namespace, name string, uid types.UID, identity, eventType, message string, at time.Time) *kubeapi.Event {
+func newEvent(namespace, name string, uid types.UID, identity, eventType, reason, message string, at time.Time) *kubeapi.Event {
 	t := metav1.NewTime(at)
 	return &kubeapi.Event{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", name, at.UnixNano()), Namespace: namespace},

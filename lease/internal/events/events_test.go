@@ -172,7 +172,7 @@ func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
 	client := &forbiddenEvents{}
 	r, log, fc := newTestRecorder(t, client)
 	record := func(identity, message string) {
-		if done := r.Record("ns", "l", "", identity, kubeapi.EventTypeNormal, message); done == nil {
+		if done := r.Record("ns", "l", "", identity, kubeapi.EventTypeNormal, "LeaderElection", message); done == nil {
 			t.Fatal("not recorded")
 		} else {
 			<-done
@@ -213,12 +213,12 @@ func TestRejectedEventsAreARateLimitedWarning(t *testing.T) {
 func TestFullQueueDropsTheEvent(t *testing.T) {
 	hung := newHungClient(t)
 	r, log, _ := newTestRecorder(t, hung)
-	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "in flight")
+	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "LeaderElection", "in flight")
 	<-hung.entered
 	for i := 0; i < queueSize; i++ { // identities of their own: past the spam filter
-		r.Record("ns", "l", "", fmt.Sprint("q", i), kubeapi.EventTypeNormal, "queued")
+		r.Record("ns", "l", "", fmt.Sprint("q", i), kubeapi.EventTypeNormal, "LeaderElection", "queued")
 	}
-	done := r.Record("ns", "l", "", "b", kubeapi.EventTypeNormal, "b became leader (fencing token 1)")
+	done := r.Record("ns", "l", "", "b", kubeapi.EventTypeNormal, "LeaderElection", "b became leader (fencing token 1)")
 	select {
 	case <-done:
 	default:
@@ -252,7 +252,7 @@ func TestEventRetryAfterLostAnswerIsNotAFailure(t *testing.T) {
 	cs := fake.NewClientset()
 	client := &lostAnswer{Client: clientsetapi.Wrap(cs)}
 	r, log, fc := newTestRecorder(t, client)
-	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "a became leader (fencing token 1)")
+	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "LeaderElection", "a became leader (fencing token 1)")
 	waitUntil(t, "the wait before the retry", fc.HasWaiters)
 	fc.Step(retryWait)
 	r.Stop(fc.Now().Add(3 * time.Second))
@@ -276,12 +276,12 @@ func TestEventOnAStoppedPipelineIsNotLost(t *testing.T) {
 	r, _, fc := newTestRecorder(t, clientsetapi.Wrap(cs))
 	stale := r.pipeline()
 	r.Stop(fc.Now().Add(time.Second))
-	ev := newEvent("ns", "l", "", "a", kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 1)", fc.Now())
+	ev := newEvent("ns", "l", "", "a", kubeapi.EventTypeNormal, "LeaderElection", "a stopped leading: released (fencing token 1)", fc.Now())
 	stale.enqueue(&queued{ev: ev, done: make(chan struct{})})
 	if n := len(stale.queue); n != 0 {
 		t.Fatalf("a stopped pipeline took the Event into a queue nobody reads (%d queued)", n)
 	}
-	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "a stopped leading: released (fencing token 1)")
+	r.Record("ns", "l", "", "a", kubeapi.EventTypeNormal, "LeaderElection", "a stopped leading: released (fencing token 1)")
 	r.Stop(fc.Now().Add(time.Second)) // returns once the queue is written: the fake clock does not end it
 	list, err := cs.CoreV1().Events("ns").List(context.Background(), metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
@@ -295,7 +295,7 @@ func TestEventsAbandonedAtShutdownAreReported(t *testing.T) {
 	hung := newHungClient(t)
 	r, log, fc := newTestRecorder(t, hung)
 	for i, id := range []string{"a", "b", "c"} {
-		r.Record("ns", "l", "", id, kubeapi.EventTypeNormal, id+" became leader")
+		r.Record("ns", "l", "", id, kubeapi.EventTypeNormal, "LeaderElection", id+" became leader")
 		if i == 0 {
 			<-hung.entered
 		}
@@ -315,7 +315,7 @@ func TestEventsAbandonedAtShutdownAreReported(t *testing.T) {
 
 func TestEventSpamFilter(t *testing.T) {
 	ev := func(host, typ string) *kubeapi.Event {
-		return newEvent("ns", "l", "uid", host, typ, "m", time.Time{})
+		return newEvent("ns", "l", "uid", host, typ, "LeaderElection", "m", time.Time{})
 	}
 	start := time.Now()
 	for _, tc := range []struct {
