@@ -5,6 +5,7 @@
 #   make test            vet + Go unit + Go integration + C++ (ctest)
 #   make toolchain-check the library and ./lease/... tests with Go 1.27.3 (a download)
 #   make demo            three HA replicas on a real API server: fail-over and hand-off
+#                        (builds only what it runs, stage by stage, each timed)
 #   make bench           k8s-lease vs plain client-go, side by side (~23 min)
 #   make soak            the fault suite's churn, >= 1000 leader changes
 #   make fuzz            every fuzz target (FUZZTIME=100000x inputs each by default)
@@ -28,15 +29,21 @@ BUILD_LIB = LIB_LDFLAGS='$(LIB_LDFLAGS)' GO='$(GO)' CC='$(CC)' bash hack/build-l
 # this module it imports, their C files, include/k8s_lease.h, which
 # capi/callbacks.c includes, go.mod, go.sum): a change elsewhere does not
 # rebuild it. Should go list fail, the list is the fixed files only and go
-# build, run on their change, reports why.
+# build, run on their change, reports why. `make demo` alone does not list
+# them: its stages (sub-makes) do, after it has said what it is doing (on a
+# fresh machine, go list downloads the library's modules first).
+ifneq ($(MAKECMDGOALS),demo)
 LIB_SOURCES := $(shell GO='$(GO)' bash hack/build-lib.sh --sources)
+endif
 ENVTEST_SERVER := $(BUILD)/bin/envtest-server
 ASSETS_SCRIPT := hack/envtest-assets/build.sh
-# Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only when
-# the cached binaries are missing or stale, and prints their directory last.
-with_assets = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
+# Exports KUBEBUILDER_ASSETS for a recipe line; the script builds only those
+# of the binaries named ($(1); none: all three) that are missing or stale,
+# and prints their directory last.
+with_assets_of = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) $(1) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
+with_assets = $(call with_assets_of,)
 
-.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-check bench clean
+.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-programs demo-example demo-check bench clean
 
 all: lib
 
@@ -64,7 +71,8 @@ envtest-server: $(ENVTEST_SERVER)
 # of them: minutes on two cores). They only start processes and watch, so
 # the race detector's cost is nothing to them; it watches them too. The
 # shipped library is built apart (c-shared, -trimpath) from a smaller set of
-# packages, and the benchmark's programs without -race (they measure).
+# packages, the benchmark's programs without -race (they measure), and make
+# demo's pair without -race too (see there).
 TOOL_BUILD := $(GO) build -race
 $(ENVTEST_SERVER): $(GO_SOURCES)
 	$(TOOL_BUILD) -o $@ ./cmd/envtest-server
@@ -218,20 +226,80 @@ test:
 	  echo "$$stage $$(( $$(date +%s) - start ))" >> $(BUILD)/test-times.txt; done
 	@echo "make test: seconds per stage:"; awk '{ printf "  %-13s %4d s\n", $$1, $$2; t += $$2 } END { printf "  %-13s %4d s\n", "total", t }' $(BUILD)/test-times.txt
 
-# The README's first command must keep working: run it and keep its output.
-demo-check: cmake-build $(BUILD)/bin/lease-demo
-	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER) > $(BUILD)/demo.log 2>&1 \
+# The demo's run: $(1) the directory of lease-demo and envtest-server, $(2)
+# the ha_server example.
+run_demo = $(1)/lease-demo --ha-server $(2) --envtest-server $(1)/envtest-server
+
+# The README's first command must keep working: make test runs the same
+# demo (driver, scenario, example server) and keeps its output. It runs on
+# make test's own builds (-race; cmake-build's ha_server), compiled for its
+# other stages anyway: the demo's builds would be one more compile of
+# client-go and Kubernetes' API types for make test on a fresh machine.
+demo-check: cmake-build $(BUILD)/bin/lease-demo $(ENVTEST_SERVER)
+	@$(with_assets) $(call run_demo,$(BUILD)/bin,$(BUILD)/cmake/examples/ha_server) > $(BUILD)/demo.log 2>&1 \
 	  || { cat $(BUILD)/demo.log; echo "make demo failed" >&2; exit 1; }
 	@grep -E "fail-over after|hand-off after" $(BUILD)/demo.log
 
 $(BUILD)/bin/lease-demo: $(GO_SOURCES)
 	$(TOOL_BUILD) -o $@ ./cmd/lease-demo
 
-demo: cmake-build $(BUILD)/bin/lease-demo
-	@$(with_assets) $(BUILD)/bin/lease-demo --ha-server $(BUILD)/cmake/examples/ha_server --envtest-server $(ENVTEST_SERVER)
+# make demo builds what the demo runs and nothing else: the library, the
+# two Go programs (the driver, cmd/lease-demo, and the API server program
+# it starts, cmd/envtest-server), the example server, and of the test bed
+# kube-apiserver and etcd (envtest starts those two; kubectl is for make
+# test's tests). No test suite, no second library, no -race. The Go
+# programs are built as the library is (-trimpath, no -race, the same CC
+# and GOFLAGS), and as position-independent executables: -buildmode=pie
+# generates code as c-shared does (-shared), so every package they share
+# with the library (client-go's REST client, apimachinery, the runtime) is
+# the library's compile, from the build cache. A plain or a -race build
+# would compile those again. They go to $(DEMO)/bin, beside make test's
+# -race builds in $(BUILD)/bin. The example is built by CMake, as users
+# build it, with the C++ tests off (K8S_LEASE_BUILD_TESTS=OFF: no
+# GoogleTest, no second Go library).
+DEMO := $(BUILD)/demo
+DEMO_PROGRAMS := $(DEMO)/bin/lease-demo $(DEMO)/bin/envtest-server
+DEMO_HA_SERVER := $(DEMO)/cmake/examples/ha_server
+DEMO_ASSETS := kube-apiserver etcd
+DEMO_GO_BUILD := CC='$(CC)' $(GO) build -trimpath -buildmode=pie -buildvcs=false -ldflags='-s -w'
+
+demo-programs: $(DEMO_PROGRAMS)
+
+$(DEMO_PROGRAMS) &: $(GO_SOURCES)
+	@mkdir -p $(DEMO)/bin
+	$(DEMO_GO_BUILD) -o $(DEMO)/bin/ ./cmd/lease-demo ./cmd/envtest-server
+
+demo-example: deps $(LIB)
+	cmake -S . -B $(DEMO)/cmake -DK8S_LEASE_PREBUILT_LIBRARY=$(abspath $(LIB)) -DK8S_LEASE_BUILD_TESTS=OFF >/dev/null
+	cmake --build $(DEMO)/cmake -j 2
+
+# Stage by stage: each says what it does (the test bed, whether it is built
+# or cached) and how long it took; the times are printed again at the end.
+# First-time figures: a 2-core machine, Go module downloads apart.
+demo:
+	@set -o pipefail; times=; all=$$(date +%s); \
+	stage() { local n=$$1 name=$$2 what=$$3 t; shift 3; echo "demo: [$$n/6] $$name: $$what"; t=$$(date +%s); \
+	  "$$@" || { echo "demo: [$$n/6] $$name failed" >&2; exit 1; }; t=$$(( $$(date +%s) - t )); \
+	  echo "demo: [$$n/6] $$name: $$t s"; times="$$times$${times:+, }$$name $$t s"; }; \
+	setup() { bash hack/ensure-deps.sh && $(GO) list -deps ./cmd/lease-demo ./cmd/envtest-server . >/dev/null; }; \
+	sub() { $(MAKE) --no-print-directory "$$@"; }; \
+	stage 1 setup "Debian packages (cmake, g++); the Go modules of the library and the demo programs (the first time: a download)" setup; \
+	stage 2 library "$(LIB) (hack/build-lib.sh; the first time about 40 s)" sub lib; \
+	stage 3 programs "lease-demo, envtest-server into $(DEMO)/bin (the first time about 2 minutes)" sub demo-programs; \
+	stage 4 example "examples/ha_server.cpp with CMake into $(DEMO)/cmake (seconds)" sub demo-example; \
+	missing=$$(echo $$(bash $(ASSETS_SCRIPT) --missing $(DEMO_ASSETS))); what="kube-apiserver, etcd: cached"; \
+	[ -z "$$missing" ] || what="kube-apiserver, etcd: building $$missing, the first time several minutes (up to 11 on a busy 2-core machine, the modules' download included; later runs reuse them) ..."; \
+	testbed() { bash $(ASSETS_SCRIPT) $(DEMO_ASSETS) >/dev/null; }; \
+	stage 5 "test bed" "$$what" testbed; \
+	run() { $(call with_assets_of,$(DEMO_ASSETS)) $(call run_demo,$(DEMO)/bin,$(DEMO_HA_SERVER)); }; \
+	stage 6 run "three replicas of $(DEMO_HA_SERVER) on a real API server" run; \
+	echo "demo: stage times: $$times; total $$(( $$(date +%s) - all )) s"
 
 # Side-by-side benchmark against plain client-go (about 23 minutes; not part
-# of `make test`). BENCH_FLAGS=-quick for a smoke run.
+# of `make test`). It prints the tables, writes build/bench.json and updates
+# docs/benchmarks.md (cmd/lease-bench/page.go): the tables of the sections
+# it ran replace theirs, the others stay. BENCH_FLAGS=-quick for a smoke run
+# (its page goes to build/benchmarks-quick.md).
 $(BUILD)/bin/abi-bench: tests/bench/abi_bench.c $(LIB)
 	$(CC) -O2 -o $@ $< -I$(BUILD) -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
 
@@ -258,7 +326,8 @@ bench: $(LIB) $(ENVTEST_SERVER) $(BENCH_PROGRAMS)
 	@$(with_assets) export ENVTEST_SERVER=$(abspath $(ENVTEST_SERVER)); \
 	  $(BUILD)/bin/lease-bench -json $(BUILD)/bench.json -abi-bench $(BUILD)/bin/abi-bench \
 	    -candidate $(BUILD)/bin/lease-candidate -lib $(LIB) -load-time $(BUILD)/bin/load-time \
-	    -scale-child $(BUILD)/bin/scale-child -clientgo-scale $(BUILD)/bin/clientgo-scale $(BENCH_FLAGS)
+	    -scale-child $(BUILD)/bin/scale-child -clientgo-scale $(BUILD)/bin/clientgo-scale \
+	    -page docs/benchmarks.md -quick-page $(BUILD)/benchmarks-quick.md $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -2,8 +2,9 @@
 // leader election, in one run, against a real API server (envtest-server,
 // or $KUBECONFIG with -use-kubeconfig). Each candidate has its own client
 // connection; the two implementations alternate. It prints progress to
-// stderr, a markdown table as its last lines, and writes the samples as
-// JSON.
+// stderr, a markdown table as its last lines, writes the samples as JSON,
+// and updates the benchmarks page (docs/benchmarks.md, see page.go) with
+// the tables of the sections it ran.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -35,6 +37,9 @@ type options struct {
 	loadTime      string
 	scale         scalePrograms
 	useKubeconfig bool
+	only          string
+	page          string
+	quickPage     string
 	sections      map[string]bool
 }
 
@@ -60,14 +65,16 @@ func main() {
 	flag.StringVar(&o.scale.ours, "scale-child", "build/bin/scale-child", "the C program on the library for the scale rows (tests/bench/scale_child.c)")
 	flag.StringVar(&o.scale.clientGo, "clientgo-scale", "build/bin/clientgo-scale", "the client-go program for the scale rows (cmd/lease-bench/clientgoscale)")
 	flag.StringVar(&o.candidate, "candidate", "build/bin/lease-candidate", "the C++ replica program (tests/cpp/lease_candidate.cpp) for the user-pattern table")
-	only := flag.String("only", "", "comma-separated sections to run ("+strings.Join(sectionNames, ",")+"); empty: all")
+	flag.StringVar(&o.only, "only", "", "comma-separated sections to run ("+strings.Join(sectionNames, ",")+"); empty: all")
 	flag.BoolVar(&o.useKubeconfig, "use-kubeconfig", false, "use $KUBECONFIG instead of starting envtest-server")
+	flag.StringVar(&o.page, "page", "docs/benchmarks.md", "the benchmarks page: the tables of the sections run replace theirs (written unless a check failed)")
+	flag.StringVar(&o.quickPage, "quick-page", "build/benchmarks-quick.md", "where a -quick run writes the page (-page's, with this run's tables): a smoke run is no measurement")
 	flag.Parse()
 	o.sections = map[string]bool{}
 	for _, name := range sectionNames {
-		o.sections[name] = *only == ""
+		o.sections[name] = o.only == ""
 	}
-	for _, name := range strings.Split(*only, ",") {
+	for _, name := range strings.Split(o.only, ",") {
 		if _, known := o.sections[name]; name != "" && !known {
 			fmt.Fprintf(os.Stderr, "lease-bench: -only: unknown section %q (known: %s)\n", name, strings.Join(sectionNames, ","))
 			os.Exit(2)
@@ -121,18 +128,78 @@ func run(o options) error {
 	if data, err := json.MarshalIndent(b.results, "", " "); err == nil {
 		_ = os.WriteFile(o.jsonPath, data, 0o644)
 	}
-	fmt.Printf("\nk8s-lease %s vs client-go leader election, %s, envtest kube-apiserver v1.37.2, %s, bench took %s\n\n",
-		lease.Version, time.Now().UTC().Format("2006-01-02"), machine(), time.Since(started).Round(time.Second))
+	ri := runInfo{date: time.Now().UTC().Format("2006-01-02"), machine: machine(), versions: versions(admin), command: o.command()}
+	fmt.Printf("\nk8s-lease vs client-go leader election. %s Bench took %s.\n\n", ri.line(), time.Since(started).Round(time.Second))
 	fmt.Print(table(b.results))
+	out := o.page
+	if o.quick {
+		out = o.quickPage
+	}
 	if len(b.failures) > 0 {
+		progress("%s not written: a check failed", out)
 		return fmt.Errorf("%d check(s) failed:\n  %s", len(b.failures), strings.Join(b.failures, "\n  "))
 	}
+	updated, err := writePage(o.page, out, ri, b.results)
+	if err != nil {
+		return err
+	}
+	progress("%s: the tables of %s", out, strings.Join(updated, ", "))
 	return nil
 }
 
+// command is how this run was asked for, as make bench runs it.
+func (o options) command() string {
+	var flags []string
+	if o.quick {
+		flags = append(flags, "-quick")
+	}
+	if o.only != "" {
+		flags = append(flags, "-only="+o.only)
+	}
+	if o.useKubeconfig {
+		flags = append(flags, "-use-kubeconfig")
+	}
+	switch len(flags) {
+	case 0:
+		return "make bench"
+	case 1:
+		return "make bench BENCH_FLAGS=" + flags[0]
+	}
+	return "make bench BENCH_FLAGS='" + strings.Join(flags, " ") + "'"
+}
+
+// machine: cores, memory (GiB, rounded) and host name.
 func machine() string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%d cores (%s)", runtime.NumCPU(), host)
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		for _, line := range strings.Split(string(data), "\n") {
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				mem = fmt.Sprintf(", %d GiB", (kb+512*1024)/(1024*1024))
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d cores%s (%s)", runtime.NumCPU(), mem, host)
+}
+
+// versions: this library's, the client-go linked here, the API server's
+// and Go's.
+func versions(admin kubernetes.Interface) string {
+	clientGoVersion := "?"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			if m.Path == "k8s.io/client-go" {
+				clientGoVersion = m.Version
+			}
+		}
+	}
+	server := "?"
+	if v, err := admin.Discovery().ServerVersion(); err == nil {
+		server = v.GitVersion
+	}
+	return fmt.Sprintf("k8s-lease %s, client-go %s, kube-apiserver %s, %s", lease.Version, clientGoVersion, server, runtime.Version())
 }
 
 func progress(format string, args ...any) {
@@ -157,6 +224,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 	if o.quick {
 		userWindow, userKills, userTerms = 15*time.Second, 2, 3
 	}
+	b.section = "elected"
 	if !o.sections["elected"] {
 		n = 0
 	}
@@ -170,6 +238,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.add("RunElection -> elected, free lease", w, "ms", ms(d))
 		}
 	}
+	b.section = "handoff"
 	for _, t := range []lease.Timing{fast, slow} {
 		for _, standbys := range []int{1, 5} {
 			if !o.sections["handoff"] {
@@ -187,6 +256,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			}
 		}
 	}
+	b.section = "handoff-to"
 	if o.sections["handoff-to"] {
 		nTo := 30
 		if o.quick {
@@ -208,6 +278,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.failures = append(b.failures, fmt.Sprintf("handoff-to: %d record(s) of another holder than the target between a hand-off and the target leading", others))
 		}
 	}
+	b.section = "failover"
 	for _, tc := range []struct {
 		t lease.Timing
 		n int
@@ -226,6 +297,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			}
 		}
 	}
+	b.section = "rolling"
 	if o.sections["rolling"] {
 		runs := 3
 		if o.quick {
@@ -236,6 +308,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			return err
 		}
 	}
+	b.section = "steady"
 	for _, w := range both {
 		if !o.sections["steady"] {
 			continue
@@ -250,6 +323,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 			b.add("standby requests/s (each of 5), "+timingName(slow), w, "req/s", r)
 		}
 	}
+	b.section = "abi"
 	if !o.sections["abi"] {
 	} else if costs, err := abiCosts(o.abiProgram, kubeconfig); err != nil {
 		progress("ABI costs skipped: %v", err)
@@ -259,12 +333,14 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 		b.add("GetHolder from C, first call on a lease (a list, then a watch)", ours, "µs/call", costs["getholder_first_ns"]/1000)
 		b.add("GetHolder from C, lease asked about before (no election or watch)", ours, "µs/call", costs["getholder_asked_before_ns"]/1000)
 	}
+	b.section = "user"
 	if o.sections["user"] {
 		progress("user pattern: 3 replicas, 5/3/1 s, requests over %v, %d SIGKILLs, %d SIGTERMs", userWindow, userKills, userTerms)
 		if err := b.userPattern(o.candidate, kubeconfig, userWindow, userKills, userTerms); err != nil {
 			return err
 		}
 	}
+	b.section = "scale"
 	for _, s := range scales {
 		if !o.sections["scale"] {
 			continue

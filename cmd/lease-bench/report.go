@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// series is a named set of samples in milliseconds (or another unit).
+// series is a named set of samples in milliseconds (or another unit), of
+// one section of the bench (sectionNames).
 type series struct {
+	Section string    `json:"section"`
 	Name    string    `json:"name"`
 	Impl    string    `json:"impl"`
 	Unit    string    `json:"unit"`

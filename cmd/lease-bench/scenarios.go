@@ -22,6 +22,7 @@ type bench struct {
 	admin   kubernetes.Interface
 	renews  *renewLog
 	seq     int
+	section string // the section running: its rows are added to it
 	results []series
 	// failures are checks that failed; reported after the table, and the
 	// run exits non-zero.
@@ -40,7 +41,7 @@ func (b *bench) add(name string, which impl, unit string, v float64) {
 			return
 		}
 	}
-	b.results = append(b.results, series{Name: name, Impl: string(which), Unit: unit, Samples: []float64{v}})
+	b.results = append(b.results, series{Section: b.section, Name: name, Impl: string(which), Unit: unit, Samples: []float64{v}})
 }
 
 // firstElected waits for the first of cs to be elected.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -32,12 +33,15 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.haServer, "ha-server", "build/cmake/examples/ha_server", "the ha_server example binary")
-	envtestServer := flag.String("envtest-server", "", "the envtest-server binary (default: $ENVTEST_SERVER, else build/bin/envtest-server)")
+	flag.StringVar(&cfg.haServer, "ha-server", "build/demo/cmake/examples/ha_server", "the ha_server example binary")
+	envtestServer := flag.String("envtest-server", "", "the envtest-server binary (default: $ENVTEST_SERVER, else the one beside this program, else build/bin/envtest-server)")
 	flag.IntVar(&cfg.leaseSeconds, "lease-duration", 5, "lease duration, seconds")
 	flag.IntVar(&cfg.renewMs, "renew-deadline-ms", 4000, "renew deadline, milliseconds")
 	flag.IntVar(&cfg.retryMs, "retry-period-ms", 1000, "retry period, milliseconds")
 	flag.Parse()
+	if *envtestServer == "" && os.Getenv("ENVTEST_SERVER") == "" {
+		*envtestServer = besideSelf("envtest-server")
+	}
 	if *envtestServer != "" {
 		os.Setenv("ENVTEST_SERVER", *envtestServer)
 	}
@@ -89,3 +93,18 @@ func run(cfg config) error {
 }
 
 func say(s string) { fmt.Println("==> " + s) }
+
+// besideSelf is the program name in this program's directory, or "" if
+// there is none there: make demo builds envtest-server beside lease-demo
+// (build/demo/bin), make test its own -race pair (build/bin).
+func besideSelf(name string) string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}

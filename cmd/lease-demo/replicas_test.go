@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestParseEvent(t *testing.T) {
 	tests := []struct {
@@ -18,5 +22,18 @@ func TestParseEvent(t *testing.T) {
 		if ok != tt.ok || ev.identity != tt.identity || ev.name != tt.name || ev.detail != tt.rest {
 			t.Errorf("parseEvent(%q) = %+v, %v", tt.line, ev, ok)
 		}
+	}
+}
+
+func TestBesideSelf(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Skip(err)
+	}
+	if got := besideSelf(filepath.Base(self)); got != self {
+		t.Errorf("besideSelf(own name) = %q, want %q", got, self)
+	}
+	if got := besideSelf("no-such-program"); got != "" {
+		t.Errorf("besideSelf(missing) = %q", got)
 	}
 }

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # Builds the real kube-apiserver, etcd and kubectl used by envtest from Go
 # modules (no setup-envtest download is reachable from our machines) into a
-# cache outside the clone, keyed by Kubernetes version. Skips the build when
-# the cached binaries are present and report the expected versions.
-# The last line printed is the asset directory (for KUBEBUILDER_ASSETS).
+# cache outside the clone, keyed by Kubernetes version.
+#
+#   hack/envtest-assets/build.sh [BINARY...]
+#       builds the named binaries (kube-apiserver, etcd, kubectl; none
+#       named: all three) that are missing from the cache or do not report
+#       the expected version, and leaves the others as they are. The last
+#       line printed is the asset directory (for KUBEBUILDER_ASSETS).
+#       envtest starts kube-apiserver and etcd; kubectl is for the tests
+#       that run it (make test's), so `make demo` names the first two.
+#   hack/envtest-assets/build.sh --missing [BINARY...]
+#       prints those of the named binaries that a build would make, one a
+#       line (nothing: all are current), and builds nothing.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -14,6 +23,20 @@ dir="$cache_root/${KUBE_VERSION#v}"
 
 log() { echo "envtest-assets: $*" >&2; }
 
+only_missing=false
+if [ "${1:-}" = --missing ]; then
+  only_missing=true
+  shift
+fi
+wanted=("$@")
+[ ${#wanted[@]} -gt 0 ] || wanted=(kube-apiserver etcd kubectl)
+for bin in "${wanted[@]}"; do
+  case $bin in
+  kube-apiserver | etcd | kubectl) ;;
+  *) log "unknown binary '$bin' (known: kube-apiserver etcd kubectl)"; exit 2 ;;
+  esac
+done
+
 # The modules in this folder pin exact versions; refuse a mismatch instead of
 # silently building something else.
 grep -q "k8s.io/kubernetes $KUBE_VERSION" "$here/kube-apiserver/go.mod" ||
@@ -21,20 +44,29 @@ grep -q "k8s.io/kubernetes $KUBE_VERSION" "$here/kube-apiserver/go.mod" ||
 grep -q "go.etcd.io/etcd/server/v3 $ETCD_VERSION" "$here/etcd/go.mod" ||
   { log "etcd/go.mod does not pin go.etcd.io/etcd/server/v3 $ETCD_VERSION"; exit 1; }
 
+# current BINARY: it is in the cache and reports the expected version.
 # Output is captured before matching: `cmd | grep -q` under pipefail fails
 # at random when grep exits first and cmd gets SIGPIPE.
-have_version() { # binary, expected version string in --version output
-  local out
-  [ -x "$1" ] && out="$("$1" --version 2>/dev/null)" && [[ "$out" == *"$2"* ]]
-}
-kubectl_ok() {
-  local out
-  [ -x "$dir/kubectl" ] && out="$("$dir/kubectl" version --client 2>/dev/null)" && [[ "$out" == *"$KUBE_VERSION"* ]]
+current() {
+  local out path="$dir/$1"
+  [ -x "$path" ] || return 1
+  case $1 in
+  kube-apiserver) out="$("$path" --version 2>/dev/null)" && [[ "$out" == *"$KUBE_VERSION"* ]] ;;
+  etcd) out="$("$path" --version 2>/dev/null)" && [[ "$out" == *"${ETCD_VERSION#v}"* ]] ;;
+  kubectl) out="$("$path" version --client 2>/dev/null)" && [[ "$out" == *"$KUBE_VERSION"* ]] ;;
+  esac
 }
 
-if have_version "$dir/kube-apiserver" "$KUBE_VERSION" &&
-  have_version "$dir/etcd" "${ETCD_VERSION#v}" && kubectl_ok; then
-  log "cached binaries are current"
+missing=()
+for bin in "${wanted[@]}"; do
+  current "$bin" || missing+=("$bin")
+done
+if $only_missing; then
+  [ ${#missing[@]} -eq 0 ] || printf '%s\n' "${missing[@]}"
+  exit 0
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+  log "cached binaries are current (${wanted[*]})"
   echo "$dir"
   exit 0
 fi
@@ -52,19 +84,32 @@ ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:
 cgv=k8s.io/client-go/pkg/version
 ldflags="$ldflags -X $cgv.gitVersion=$KUBE_VERSION -X $cgv.gitMajor=1 -X $cgv.gitMinor=$minor"
 
-start=$(date +%s)
-log "building kube-apiserver and kubectl $KUBE_VERSION (about 11 minutes on 2 cores the first time)"
-(cd "$here/kube-apiserver" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags" \
-  -o "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
-log "building etcd $ETCD_VERSION"
-(cd "$here/etcd" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" \
-  -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
-mv -f "$tmp/kube-apiserver" "$tmp/kubectl" "$tmp/etcd" "$dir/"
+# kube-apiserver and kubectl come from one module: built in one go build,
+# their shared packages are compiled once (a later build of the other one
+# finds them in the build cache: the same flags).
+kube=()
+build_etcd=false
+for bin in "${missing[@]}"; do
+  case $bin in
+  kube-apiserver | kubectl) kube+=("k8s.io/kubernetes/cmd/$bin") ;;
+  etcd) build_etcd=true ;;
+  esac
+done
 
-have_version "$dir/kube-apiserver" "$KUBE_VERSION" ||
-  { log "built kube-apiserver does not report $KUBE_VERSION"; exit 1; }
-have_version "$dir/etcd" "${ETCD_VERSION#v}" ||
-  { log "built etcd does not report $ETCD_VERSION"; exit 1; }
-kubectl_ok || { log "built kubectl does not report $KUBE_VERSION"; exit 1; }
-log "built in $(($(date +%s) - start)) s"
+start=$(date +%s)
+if [ ${#kube[@]} -gt 0 ]; then
+  log "building ${kube[*]##*/} $KUBE_VERSION (minutes on 2 cores: the first time up to about 11, Go module downloads included)"
+  (cd "$here/kube-apiserver" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "$ldflags" \
+    -o "$tmp/" "${kube[@]}")
+fi
+if $build_etcd; then
+  log "building etcd $ETCD_VERSION (about 2 minutes on 2 cores the first time)"
+  (cd "$here/etcd" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" \
+    -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+fi
+for bin in "${missing[@]}"; do
+  mv -f "$tmp/$bin" "$dir/"
+  current "$bin" || { log "built $bin does not report the expected version"; exit 1; }
+done
+log "built ${missing[*]} in $(($(date +%s) - start)) s"
 echo "$dir"
