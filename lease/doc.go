@@ -59,30 +59,49 @@
 //
 // # Where things are
 //
-//   - campaign.go: the candidate's rule, decide(snapshot, now), a pure
-//     function, and the loop that acts on it (acquire, create, wait).
-//   - leader.go: the leader's loop: the renewal rule (renewDeadline, slots,
-//     when a renewal moves to the workers), loss and release; renewpatch.go
-//     is the renewal's JSON patch, record.go how a Lease is read and written
-//     (holder, token, hand-off record), fencing.go the token rule.
+//   - campaign.go: the candidate's rule, decide(snapshot, now,
+//     ownLeaseDuration, self), a pure function, and the loop that acts on
+//     it (acquire, create, wait); acquire also starts a term's validity
+//     (send time + renewDeadline).
+//   - leader.go: the leader's loop, lead: when it renews (firstRenewal,
+//     renewalSlot, the retry after an error), how long a success holds
+//     (renewed: send time + renewDeadline; the first term's is acquire's),
+//     when renewals are pipelined or move to the workers (shouldSend,
+//     inlineCut), loss and release. renewpatch.go is the renewal's JSON
+//     patch, record.go how a Lease is read and written (holder, token,
+//     hand-off record), fencing.go the token rule, client.go
+//     requestTimeout (every request's bound, renewals' too).
 //   - election.go: an Election and its life (start, WaitElected, WaitLost,
-//     Cancel); options.go and preferred.go the policies and the choice of a
-//     preferred holder; handoff.go the hand-off; candidates.go a candidate's
-//     record while it campaigns.
+//     Cancel); validation.go Timing and the argument checks (their rules in
+//     internal/validate); options.go and preferred.go the policies and the
+//     choice of a preferred holder; handoff.go the hand-off; candidates.go
+//     a candidate's record while it campaigns; errors.go the errors, a
+//     loss's reasons among them.
 //   - observer.go and snapshot.go: the shared view of one Lease (list and
 //     watch, what a read may change); observers.go the Manager's observers
 //     and their reaper; holder.go and holderwatch.go GetHolder and holder
 //     watches.
 //   - manager.go: the Manager (elections, ends, Shutdown, Init); process.go
 //     the state that is the process's; workers.go, firstrounds.go and
-//     backoff.go the scheduling around requests.
-//   - events.go, metrics.go, stats.go: what an election reports, through
-//     the interfaces the core owns (eventSink, metricsSink; candidateStore
-//     in candidates.go). Delivery and formatting live in lease/internal:
-//     events (writing Kubernetes Events: queue, retries, spam filter; what
-//     an Event says, its type, reason and message, is decided in events.go
-//     here), telemetry (counters, histograms, the Prometheus
-//     text: a new metric is a counter there, a metricsSink method here, and
-//     a family in its text.go), candidates (the record stores), logs (the
-//     host's log sink), kubeconfig (building the client), podlabel, validate.
+//     backoff.go the scheduling around requests; key.go Key; version.go
+//     Version; panic.go and panic_inject_*.go panic containment and its
+//     test hook.
+//   - What the library reports goes through interfaces the core owns
+//     (eventSink, metricsSink; candidateStore in candidates.go); delivery
+//     and formatting live in lease/internal.
+//   - A new Event: what it says (type, reason, message) is decided here,
+//     in events.go (eventReason; a hand-off's end in handoff.go,
+//     recordHandOff) and sent with recordEvent; lease/internal/events
+//     writes it (queue, retries, a spam filter keyed on lease, uid,
+//     identity and type, not reason).
+//   - A new metric: a counter and its method on telemetry.LeaseCounters
+//     (lease/internal/telemetry/counters.go; an ElectionStats field too if
+//     K8sLeaseStats shows it), its family in telemetry's text.go, a
+//     metricsSink method in metrics.go when an Election or observer counts
+//     it (Manager code counts on m.statsLocked(key) directly), and its line
+//     in include/k8s_lease.h and docs/operations.md.
+//   - log.go and podlabel.go are the log and pod-label API, over
+//     lease/internal/logs (the host's log sink) and lease/internal/podlabel;
+//     lease/internal/kubeconfig builds the client, lease/internal/candidates
+//     stores candidate records, lease/internal/validate checks arguments.
 package lease

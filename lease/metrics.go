@@ -7,7 +7,7 @@ import (
 )
 
 // metricsSink is what an election and its observer report about a lease
-// (package telemetry counts it: *leaseStats).
+// (telemetry.LeaseCounters counts it; stats.go aliases it leaseStats).
 type metricsSink interface {
 	Elected(acquireTook, campaignTook time.Duration)
 	Renewed(took time.Duration)
