@@ -7,22 +7,44 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/k8s-lease/k8s-lease/internal/proctree"
+	"github.com/k8s-lease/k8s-lease/internal/topology"
 )
 
 const assetsHint = "run `make envtest-assets` and export KUBEBUILDER_ASSETS=<the directory it prints last>"
 
 type server struct {
-	env            *envtest.Environment
+	plane          plane
 	kubeconfigPath string
 	ownsKubeconfig bool
+	topologyPath   string // "" unless HA
 }
+
+// plane is a running control plane: envtest's, or an HA bed.
+type plane interface {
+	host() string         // the address clients are given
+	config() *rest.Config // the admin's
+	kubeconfig() ([]byte, error)
+	stop() error
+}
+
+// single is envtest's control plane: one etcd, one kube-apiserver.
+type single struct{ env *envtest.Environment }
+
+func (s single) host() string                { return s.env.Config.Host }
+func (s single) config() *rest.Config        { return s.env.Config }
+func (s single) kubeconfig() ([]byte, error) { return s.env.KubeConfig, nil }
+func (s single) stop() error                 { return s.env.Stop() } // envtest removes its own temp dirs
 
 // checkAssets fails early, with the command to run, when the binaries envtest
 // needs are not where KUBEBUILDER_ASSETS says.
@@ -49,30 +71,26 @@ func startServer(opts options, logf func(string, ...any)) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir}
-	// On SIGTERM, kube-apiserver waits for open watches until its 60 s
-	// shutdown timeout unless told to end them: standbys (ours, and
-	// client-go's reflectors) keep watches open for minutes, and the fault
-	// suite stops and restarts the control plane. An -apiserver-arg of the
-	// same name overrides this.
-	env.ControlPlane.GetAPIServer().Configure().Set("shutdown-watch-termination-grace-period", "2s")
-	for _, a := range opts.apiserverArgs {
-		k, v, _ := strings.Cut(a, "=")
-		env.ControlPlane.GetAPIServer().Configure().Set(k, v)
+	var p plane
+	if opts.ha() {
+		p, err = startHA(dir, opts, logf)
+	} else {
+		p, err = startSingle(dir, opts)
 	}
-	cfg, err := env.Start()
 	if err != nil {
-		_ = env.Stop() // removes whatever half-started
 		return nil, fmt.Errorf("control plane did not start (port trouble or broken binaries in %s?): %w; %s", dir, err, assetsHint)
 	}
-	srv := &server{env: env}
-	if err := srv.writeKubeconfig(opts.kubeconfigPath); err != nil {
-		_ = srv.stop()
-		return nil, err
+	srv := &server{plane: p}
+	err = srv.writeKubeconfig(opts.kubeconfigPath)
+	if ha, ok := p.(*haPlane); ok && err == nil {
+		srv.topologyPath = topology.Path(srv.kubeconfigPath)
+		err = ha.topology.Write(srv.topologyPath)
 	}
-	client, err := kubernetes.NewForConfig(cfg)
 	if err == nil {
-		err = createNamespaces(client, opts.namespaces, logf)
+		var client kubernetes.Interface
+		if client, err = kubernetes.NewForConfig(p.config()); err == nil {
+			err = createNamespaces(client, opts.namespaces, logf)
+		}
 	}
 	if err != nil {
 		_ = srv.stop()
@@ -81,7 +99,38 @@ func startServer(opts options, logf func(string, ...any)) (*server, error) {
 	return srv, nil
 }
 
-func (s *server) host() string { return s.env.Config.Host }
+func startSingle(dir string, opts options) (single, error) {
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	configureAPIServer(env.ControlPlane.GetAPIServer().Configure(), opts)
+	env.ControlPlane.Etcd = &envtest.Etcd{} // what envtest makes when none is given
+	setArgs(env.ControlPlane.Etcd.Configure(), opts.etcdArgs)
+	if _, err := env.Start(); err != nil {
+		_ = env.Stop() // removes whatever half-started
+		return single{}, err
+	}
+	return single{env}, nil
+}
+
+// configureAPIServer sets the flags every kube-apiserver gets: ours, then
+// -apiserver-arg's (which override ours).
+func configureAPIServer(args *envtest.Arguments, opts options) {
+	// On SIGTERM, kube-apiserver waits for open watches until its 60 s
+	// shutdown timeout unless told to end them: standbys (ours, and
+	// client-go's reflectors) keep watches open for minutes, and the fault
+	// suite stops and restarts the control plane.
+	args.Set("shutdown-watch-termination-grace-period", "2s")
+	setArgs(args, opts.apiserverArgs)
+}
+
+// setArgs sets each KEY=VALUE of kvs (checked by parseFlags) as --KEY=VALUE.
+func setArgs(args *envtest.Arguments, kvs []string) {
+	for _, a := range kvs {
+		k, v, _ := strings.Cut(a, "=")
+		args.Set(k, v)
+	}
+}
+
+func (s *server) host() string { return s.plane.host() }
 
 func (s *server) writeKubeconfig(path string) error {
 	if path == "" {
@@ -94,7 +143,11 @@ func (s *server) writeKubeconfig(path string) error {
 	}
 	s.kubeconfigPath = path
 	s.ownsKubeconfig = true
-	if err := os.WriteFile(path, s.env.KubeConfig, 0o600); err != nil {
+	data, err := s.plane.kubeconfig()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
 	}
 	return nil
@@ -114,12 +167,23 @@ func createNamespaces(client kubernetes.Interface, names []string, logf func(str
 	return nil
 }
 
-// stop ends the control plane (envtest removes its own temp dirs) and the
-// kubeconfig this process wrote.
+// stop ends the control plane and removes the files this process wrote.
+// Its processes are thawed first: one a test froze (SIGSTOP) would not act
+// on SIGTERM until killed after the stop timeout.
 func (s *server) stop() error {
-	err := s.env.Stop()
+	for _, p := range proctree.Children(os.Getpid()) {
+		_ = syscall.Kill(p.PID, syscall.SIGCONT)
+	}
+	err := s.plane.stop()
+	var files []string
 	if s.ownsKubeconfig && s.kubeconfigPath != "" {
-		if rmErr := os.Remove(s.kubeconfigPath); rmErr != nil && !os.IsNotExist(rmErr) {
+		files = append(files, s.kubeconfigPath)
+	}
+	if s.topologyPath != "" {
+		files = append(files, s.topologyPath)
+	}
+	for _, f := range files {
+		if rmErr := os.Remove(f); rmErr != nil && !os.IsNotExist(rmErr) {
 			err = errors.Join(err, rmErr)
 		}
 	}

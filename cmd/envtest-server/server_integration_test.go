@@ -20,54 +20,23 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/k8s-lease/k8s-lease/internal/proctree"
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
 
 // childPids lists the direct children of pid (the control plane processes).
-func childPids(t *testing.T, pid int) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
+func childPids(pid int) []int {
 	var kids []int
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// Fields after the parenthesised command name: state ppid ...
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
-			kids = append(kids, p)
-		}
+	for _, p := range proctree.Children(pid) {
+		kids = append(kids, p.PID)
 	}
 	return kids
 }
 
-func alive(pid int) bool {
-	stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return false
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
 func waitGone(t *testing.T, pids []int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for _, pid := range pids {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d still running %v later", pid, within)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+	if err := proctree.WaitGone(within, pids...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -89,7 +58,7 @@ func TestServeLeaseAndStopCleanly(t *testing.T) {
 		}
 	}
 	exerciseLease(t, client)
-	kids := childPids(t, srv.Cmd.Process.Pid)
+	kids := childPids(srv.Cmd.Process.Pid)
 	if len(kids) < 2 {
 		t.Fatalf("expected kube-apiserver and etcd children, found %v", kids)
 	}
@@ -158,7 +127,7 @@ func TestStopsWhenParentDies(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	kids := childPids(t, pid)
+	kids := childPids(pid)
 	if err := parent.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

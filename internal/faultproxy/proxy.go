@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/k8s-lease/k8s-lease/internal/blackhole"
 )
 
 // Proxy is one fault-injecting proxy. Its methods are safe for concurrent use.
@@ -38,7 +40,7 @@ type Proxy struct {
 
 	mu       sync.Mutex
 	latency  time.Duration
-	hole     chan struct{} // non-nil while black-holed; closed on Heal
+	hole     blackhole.Switch
 	throttle throttleFault
 	conns    map[net.Conn]struct{}
 
@@ -110,23 +112,12 @@ func (p *Proxy) SetLatency(d time.Duration) {
 
 // BlackHole makes the proxy accept and read requests but never answer, and
 // stalls responses already streaming, until Heal.
-func (p *Proxy) BlackHole() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.hole == nil {
-		p.hole = make(chan struct{})
-	}
-}
+func (p *Proxy) BlackHole() { p.hole.On() }
 
 // Heal ends a black hole. The connections that lived through it are reset,
 // as a real partition breaks them: clients reconnect.
 func (p *Proxy) Heal() {
-	p.mu.Lock()
-	hole := p.hole
-	p.hole = nil
-	p.mu.Unlock()
-	if hole != nil {
-		close(hole)
+	if p.hole.Heal() {
 		p.ResetConnections()
 	}
 }
@@ -177,7 +168,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // faults takes the current faults, counting one throttled request.
-func (p *Proxy) faults() (time.Duration, chan struct{}, throttleFault) {
+func (p *Proxy) faults() (time.Duration, <-chan struct{}, throttleFault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t := p.throttle
@@ -188,12 +179,12 @@ func (p *Proxy) faults() (time.Duration, chan struct{}, throttleFault) {
 	} else {
 		t = throttleFault{}
 	}
-	return p.latency, p.hole, t
+	return p.latency, p.hole.Hole(), t
 }
 
 // swallow never answers: it returns only by aborting the request when the
 // client gives up or the hole is healed.
-func swallow(ctx context.Context, hole chan struct{}) {
+func swallow(ctx context.Context, hole <-chan struct{}) {
 	select {
 	case <-ctx.Done():
 	case <-hole:
@@ -220,10 +211,7 @@ type stallingWriter struct {
 }
 
 func (s *stallingWriter) Write(b []byte) (int, error) {
-	s.p.mu.Lock()
-	hole := s.p.hole
-	s.p.mu.Unlock()
-	if hole != nil {
+	if hole := s.p.hole.Hole(); hole != nil {
 		s.p.faulted.Add(1)
 		swallow(s.ctx, hole)
 	}
