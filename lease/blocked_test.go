@@ -10,19 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
 // A candidate blocked by an error only an operator cures, and what it
 // reports once cured.
-
-var fastUnitTiming = Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
-
-func forbiddenErr() error {
-	return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "l", errors.New("RBAC: no"))
-}
 
 // Cancel of a candidate blocked by 403 (in its fix backoff) returns at once.
 func TestCancelWhileBlockedIsPrompt(t *testing.T) {

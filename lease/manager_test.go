@@ -11,8 +11,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-
 func TestManagerRefusals(t *testing.T) {
 	noConfig(t)
 	uninit := NewManager(nil)

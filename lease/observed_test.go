@@ -16,26 +16,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// noConfig makes LoadConfig find nothing: no in-cluster service, and a
-// kubeconfig path that does not exist.
-func noConfig(t *testing.T) {
-	t.Helper()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
-}
-
-// countVerbs counts the client's Lease requests by verb.
-func countVerbs(t *testing.T, actions []k8stesting.Action) map[string]int {
-	t.Helper()
-	n := map[string]int{}
-	for _, a := range actions {
-		if a.GetResource().Resource == "leases" {
-			n[a.GetVerb()]++
-		}
-	}
-	return n
-}
-
 // Asking about a lease makes this process follow it: the first GetHolder
 // lists and opens a watch, later ones answer locally and see changes as the
 // watch delivers them.

@@ -134,17 +134,6 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	}
 }
 
-func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.RaceFreeFakeWatcher {
-	t.Helper()
-	select {
-	case w := <-watches:
-		return w
-	case <-time.After(5 * time.Second):
-		t.Fatal("no watch opened within 5 s")
-		return nil
-	}
-}
-
 // A list is the truth: after an etcd restore resource versions can go
 // backwards, and a list answering with an older one than the snapshot's
 // must still replace it (watch events older than the snapshot stay

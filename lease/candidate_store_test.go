@@ -13,6 +13,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
+// The store of candidate records a Manager picks by discovery: never on
+// the caller's thread, and asked again after a transient error.
+
 // RunElection (every variant: they all go through RunElectionWith) now
 // asks the API server's discovery, on the caller's thread, the first time
 // (candidateRegistry.storeFor), holding the registry's lock: the header's

@@ -14,6 +14,9 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
+// Hand-offs in a loop among three hosts, with request latency: never two
+// leaders, and every term's token greater.
+
 // withLatency delays Lease writes before (request) and after (response) they
 // land, up to max each.
 type withLatency struct {

@@ -15,6 +15,10 @@ import (
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
+// The preferred holder: one that does not campaign, or whose record cannot
+// be read, does not make leadership flap, and one that is named stops
+// PolicyYieldToNewer from handing the lease back and forth.
+
 // leaderAvailability samples, every 5 ms for d, whether any host leads.
 func leaderAvailability(d time.Duration, hosts ...*standingHost) float64 {
 	n, up := 0, 0
@@ -126,35 +130,6 @@ func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 	after := leaderAvailability(6*time.Second, a, b)
 	t.Logf("leader availability with preferred holder %q (no such replica): %.0f%%; hand-offs: %d",
 		"metadata-master-O", 100*after, handOffCount(a.m, b.m))
-	if !(after > 0.5) {
-		t.Fatal("regression (review 2)")
-	}
-}
-
-// PolicyYieldToNewer with a newer-version replica that does not campaign
-// (a broken rollout: the new pod crash-loops; each start re-puts its record,
-// so it stays live): every old-version leader yields to it at once, the
-// lease then has no leader for a lease duration, is released, the next
-// old-version leader yields again, ... for as long as the record is live.
-func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
-	t.Parallel() // own fake API server and Managers; waits, mostly
-	client := fake.NewClientset()
-	enforceResourceVersions(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer | PolicyHandOffOnCancel}
-	a := &standingHost{m: process(t, client), id: "a", opts: opts}
-	b := &standingHost{m: process(t, client), id: "b", opts: opts}
-	go a.run(ctx)
-	time.Sleep(200 * time.Millisecond)
-	go b.run(ctx)
-	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
-		t.Fatal(err)
-	}
-	after := leaderAvailability(6*time.Second, a, b)
-	t.Logf("leader availability while a crash-looping 2.0.0 replica's record is live: %.0f%%; hand-offs: %d",
-		100*after, handOffCount(a.m, b.m))
 	if !(after > 0.5) {
 		t.Fatal("regression (review 2)")
 	}

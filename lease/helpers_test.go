@@ -1,12 +1,13 @@
 package lease
 
-// Regression tests from the second review of the hand-off (each failed on
-// the code it was written against: it demonstrated the defect it names).
+// Helpers shared by the tests of package lease, unit and integration
+// (integration-only ones are in integration_main_test.go).
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -21,12 +22,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
@@ -212,4 +216,105 @@ func fakeClientGoCandidate(t *testing.T, client *fake.Clientset, identity string
 	t.Cleanup(cancel)
 	go le.Run(ctx)
 	return leading, ctx
+}
+
+// eventually polls cond every 10 ms until it holds or within passes. Unit
+// and integration tests share it.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// hookedUpdates runs before(l) ahead of every Lease update, outside the
+// fake's global lock.
+type hookedUpdates struct {
+	*fake.Clientset
+	before func(*coordinationv1.Lease)
+}
+
+func (c hookedUpdates) CoordinationV1() coordclient.CoordinationV1Interface {
+	return hookedCoord{c.Clientset.CoordinationV1(), c.before}
+}
+
+type hookedCoord struct {
+	coordclient.CoordinationV1Interface
+	before func(*coordinationv1.Lease)
+}
+
+func (s hookedCoord) Leases(ns string) coordclient.LeaseInterface {
+	return hookedLeases{s.CoordinationV1Interface.Leases(ns), s.before}
+}
+
+type hookedLeases struct {
+	coordclient.LeaseInterface
+	before func(*coordinationv1.Lease)
+}
+
+func (l hookedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	l.before(lease)
+	return l.LeaseInterface.Update(ctx, lease, opts)
+}
+
+var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+var fastUnitTiming = Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
+
+func forbiddenErr() error {
+	return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "l", errors.New("RBAC: no"))
+}
+
+// noConfig makes LoadConfig find nothing: no in-cluster service, and a
+// kubeconfig path that does not exist.
+func noConfig(t *testing.T) {
+	t.Helper()
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
+}
+
+// countVerbs counts the client's Lease requests by verb.
+func countVerbs(t *testing.T, actions []k8stesting.Action) map[string]int {
+	t.Helper()
+	n := map[string]int{}
+	for _, a := range actions {
+		if a.GetResource().Resource == "leases" {
+			n[a.GetVerb()]++
+		}
+	}
+	return n
+}
+
+func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.RaceFreeFakeWatcher {
+	t.Helper()
+	select {
+	case w := <-watches:
+		return w
+	case <-time.After(5 * time.Second):
+		t.Fatal("no watch opened within 5 s")
+		return nil
+	}
+}
+
+var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func testLease(name, holder string, token int32, renewed time.Time, seconds int32) *coordinationv1.Lease {
+	renew := metav1.NewMicroTime(renewed)
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "5"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &token,
+			RenewTime: &renew, LeaseDurationSeconds: &seconds},
+	}
+}
+
+func fakeManager(objs ...kruntime.Object) (*Manager, *fake.Clientset, *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset(objs...)
+	m := NewManager(clk)
+	m.SetClient(clientsetapi.Wrap(client))
+	return m, client, clk
 }

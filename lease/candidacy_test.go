@@ -13,6 +13,9 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
+// A candidacy's record: it survives its identity standing again at once,
+// and its delete lands before Shutdown returns.
+
 // slowDeletes delays candidate-record deletes by d on the client side
 // (a round trip), outside the fake's global lock, and notes when each
 // landed.

@@ -1,49 +1,21 @@
 package lease
 
 import (
-	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
-// hookedUpdates runs before(l) ahead of every Lease update, outside the
-// fake's global lock.
-type hookedUpdates struct {
-	*fake.Clientset
-	before func(*coordinationv1.Lease)
-}
-
-func (c hookedUpdates) CoordinationV1() coordclient.CoordinationV1Interface {
-	return hookedCoord{c.Clientset.CoordinationV1(), c.before}
-}
-
-type hookedCoord struct {
-	coordclient.CoordinationV1Interface
-	before func(*coordinationv1.Lease)
-}
-
-func (s hookedCoord) Leases(ns string) coordclient.LeaseInterface {
-	return hookedLeases{s.CoordinationV1Interface.Leases(ns), s.before}
-}
-
-type hookedLeases struct {
-	coordclient.LeaseInterface
-	before func(*coordinationv1.Lease)
-}
-
-func (l hookedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, opts metav1.UpdateOptions) (*coordinationv1.Lease, error) {
-	l.before(lease)
-	return l.LeaseInterface.Update(ctx, lease, opts)
-}
+// Hand-offs the library makes on its own (the preferred holder,
+// PolicyYieldToNewer): the host can still read why the term ended, and
+// Shutdown waits for one in flight.
 
 // A hand-off the library starts on its own (here: the preferred holder)
 // takes the election out of the Manager's map before it ends it. A
@@ -107,5 +79,42 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if running() {
 		t.Fatal("an Events broadcaster runs after Shutdown")
+	}
+}
+
+// After a hand-off the library made on its own (preferred holder,
+// PolicyYieldToNewer), the header promises WaitLost -1 "leadership handed
+// off to ...". handOffOnItsOwn removes the election from the Manager
+// (forgetElection) and does not keep it among the replaced ones, so a
+// K8sLeaseWaitLost / K8sLeaseWaitLostId called after it (capi: election()
+// finds nothing, "nothing to wait for") returns 0, as after a cancel: only
+// a host already blocked in WaitLost learns why. A loss, by contrast, stays
+// readable.
+func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	a, b := process(t, client), process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b recorded", func() bool {
+		cs, err := a.Candidates("ns", "l")
+		return err == nil && len(cs) == 2
+	})
+	annotateLease(t, client, PreferredHolderAnnotation, "b")
+	<-ea.ended
+	byName, byID := a.Election("ns", "l"), a.ElectionID("ns", "l", ea.ID())
+	t.Logf("the election's own WaitLost: %v; found later by name: %v, by id: %v (capi WaitLost[Id] then returns 0)",
+		ea.WaitLost(), byName != nil, byID != nil)
+	if !(!errors.Is(ea.WaitLost(), ErrHandedOff) || byName != nil || byID != nil) {
+		t.Fatal("regression (review 2)")
 	}
 }
