@@ -92,6 +92,7 @@ func TestCuredErrorNotReportedAsLossReason(t *testing.T) {
 	m.clock = clock.RealClock{}
 	m.SetEvents(false)
 	var deny, hang atomic.Bool
+	var e *Election
 	deny.Store(true)
 	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		if deny.Load() {
@@ -100,8 +101,8 @@ func TestCuredErrorNotReportedAsLossReason(t *testing.T) {
 		return false, nil, nil
 	})
 	client.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		if hang.Load() {
-			time.Sleep(2500 * time.Millisecond) // no answer within the renew deadline
+		if hang.Load() { // no answer within the renew deadline
+			waitUntil(10*time.Second, func() bool { ok, _, _ := e.IsLeader(); return !ok })
 			return true, nil, apierrors.NewTimeoutError("slow", 1)
 		}
 		return false, nil, nil

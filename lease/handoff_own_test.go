@@ -33,7 +33,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	block.Store(true)
 	writing := make(chan struct{}, 1)
 	release := make(chan struct{})
-	client := hookedUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
+	client := hooked{Clientset: fc, beforeUpdate: func(l *coordinationv1.Lease) {
 		if l.Name == "l" && l.Annotations[HandOffAnnotation] != "" && block.CompareAndSwap(true, false) {
 			writing <- struct{}{}
 			<-release
@@ -68,15 +68,23 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 		defer a.events.mu.Unlock()
 		return a.events.pipe != nil
 	}
-	go func() { time.Sleep(200 * time.Millisecond); close(release) }()
-	start := time.Now()
-	if err := a.Shutdown(3 * time.Second); err != nil {
+	shut := make(chan error, 1)
+	go func() { shut <- a.Shutdown(3 * time.Second) }()
+	waiting := func() bool { // for the hand-off's end, or for the election's (which the hand-off holds)
+		return waitingIn("(*Manager).Shutdown.") > 0 || lockedIn("(*Election).CancelWithin") > 0
+	}
+	if !waitUntil(10*time.Second, func() bool { return len(shut) > 0 || waiting() }) {
+		t.Fatal("Shutdown neither returned nor waited for the hand-off in flight")
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned (%v) before the hand-off in flight ended", err)
+	default:
+	}
+	close(release) // the hand-off's write lands
+	if err := <-shut; err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < 150*time.Millisecond {
-		t.Fatalf("Shutdown returned after %v, before the hand-off in flight ended", took)
-	}
-	time.Sleep(500 * time.Millisecond)
 	if running() {
 		t.Fatal("an Events broadcaster runs after Shutdown")
 	}

@@ -2,12 +2,14 @@ package lease
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -121,10 +123,43 @@ func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		if ok, _, _ := e.IsLeader(); ok && cgLeading.Load() {
-			t.Fatal("two leaders: b took the hand-off record that client-go renews")
+	neverBesideClientGo(t, client, e, handOffHolder("b"), cgLeading, "two leaders: b took the hand-off record that client-go renews")
+}
+
+// clientGoWrites counts the writes of ns/l that name identity as the holder
+// (a plain client-go candidate's acquisitions and renewals).
+func clientGoWrites(client *fake.Clientset, identity string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
+			if l, ok := u.GetObject().(*coordinationv1.Lease); ok && l.Name == "l" && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+				n++
+			}
 		}
+	}
+	return n
+}
+
+// neverBesideClientGo waits until e follows the lease that the client-go
+// candidate named identity leads, then while client-go renews it 25 times
+// (2.5 s, more than e's lease duration: every renewal a chance for e to
+// take the lease, at once or once it judged the term over), and fails with
+// msg if e is elected meanwhile.
+func neverBesideClientGo(t *testing.T, client *fake.Clientset, e *Election, identity string, cgLeading *atomic.Bool, msg string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the candidate following client-go's term", func() bool {
+		s := e.obs.snapshot()
+		return s.synced && s.rec.holder == identity
+	})
+	from := clientGoWrites(client, identity)
+	eventually(t, 15*time.Second, "25 renewals by client-go", func() bool {
+		return isClosed(e.elected) || clientGoWrites(client, identity) >= from+25
+	})
+	if isClosed(e.elected) {
+		t.Fatal(msg)
+	}
+	if !cgLeading.Load() {
+		t.Fatal("client-go no longer leads")
 	}
 }
 
@@ -191,7 +226,15 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 
 	// Plain client-go candidate "b".
 	cgLeading, ctx := fakeClientGoCandidate(t, client, "b")
-	time.Sleep(300 * time.Millisecond)
+	eventually(t, 5*time.Second, "client-go b's tries", func() bool { // each a GET of the lease
+		n := 0
+		for _, a := range client.Actions() {
+			if g, ok := a.(k8stesting.GetAction); ok && a.GetResource().Resource == "leases" && g.GetName() == "l" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	if cgLeading.Load() {
 		t.Fatal("client-go b leads before the hand-off")
 	}
@@ -214,11 +257,5 @@ func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testin
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(1500 * time.Millisecond)
-	for time.Now().Before(deadline) {
-		if ok, _, _ := eb2.IsLeader(); ok && cgLeading.Load() {
-			t.Fatal("two leaders: library b and client-go b")
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	neverBesideClientGo(t, client, eb2, "b", cgLeading, "two leaders: library b and client-go b")
 }

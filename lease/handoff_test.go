@@ -137,7 +137,7 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 		enforceResourceVersions(fc)
 		aReleasing := make(chan struct{})
 		var once sync.Once
-		client := hookedUpdates{Clientset: fc, before: func(l *coordinationv1.Lease) {
+		client := hooked{Clientset: fc, beforeUpdate: func(l *coordinationv1.Lease) {
 			if l.Name != "l" || l.Spec.HolderIdentity == nil {
 				return
 			}
@@ -145,7 +145,13 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 			case h == "b" && l.Annotations[IncarnationAnnotation] != "": // b's acquisition
 				<-aReleasing
 			case h == "" && l.Annotations[HandOffAnnotation] == "": // a's timeout release
-				once.Do(func() { close(aReleasing); time.Sleep(200 * time.Millisecond) })
+				once.Do(func() { // b's acquisition lands first
+					close(aReleasing)
+					waitUntil(10*time.Second, func() bool {
+						l, err := fc.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
+						return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "b"
+					})
+				})
 			}
 		}}
 		a, b := process(t, client), process(t, client)
@@ -202,12 +208,13 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 	})
 }
 
-// slowOnce delays one renewal of lease "l" once armed.
+// slowOnce answers one renewal of lease "l", once armed, only when its
+// context ends (on the leader's goroutine: at the inline cut), as a
+// response read just then.
 type slowOnce struct {
 	kubeapi.Client
 	armed    atomic.Bool
 	inFlight atomic.Int32
-	delay    time.Duration
 }
 
 func (c *slowOnce) Leases(ns string) kubeapi.Leases { return slowOnceLeases{c.Client.Leases(ns), c} }
@@ -221,7 +228,8 @@ func (l slowOnceLeases) Patch(ctx context.Context, name string, pt types.PatchTy
 	if name == "l" && l.c.armed.CompareAndSwap(true, false) {
 		l.c.inFlight.Add(1)
 		defer l.c.inFlight.Add(-1)
-		time.Sleep(l.c.delay)
+		<-ctx.Done()
+		ctx = context.WithoutCancel(ctx)
 	}
 	return l.Leases.Patch(ctx, name, pt, data, opts, sub...)
 }
@@ -231,7 +239,7 @@ func (l slowOnceLeases) Patch(ctx context.Context, name string, pt types.PatchTy
 // renewal's answer is not taken from it.
 func TestHandOffTimeoutStartsAtItsWrite(t *testing.T) {
 	client := fake.NewClientset()
-	slowA := &slowOnce{Client: clientsetapi.Wrap(client), delay: 900 * time.Millisecond}
+	slowA := &slowOnce{Client: clientsetapi.Wrap(client)}
 	a, b := processOn(t, slowA), process(t, client)
 	ea, err := a.RunElection("ns", "l", "a", unitTiming)
 	if err != nil {
@@ -251,6 +259,7 @@ func TestHandOffTimeoutStartsAtItsWrite(t *testing.T) {
 	})
 	slowA.armed.Store(true)
 	eventually(t, 5*time.Second, "a renewal in flight", func() bool { return slowA.inFlight.Load() == 1 })
+	// It is answered after the hand-off's whole timeout (the cut is 1 s).
 	if err := a.HandOff("ns", "l", "b", 500*time.Millisecond); err != nil {
 		t.Fatalf("HandOff to a campaigning target: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,33 +20,6 @@ import (
 // be read, does not make leadership flap, and one that is named stops
 // PolicyYieldToNewer from handing the lease back and forth.
 
-// leaderAvailability samples, every 5 ms for d, whether any host leads.
-func leaderAvailability(d time.Duration, hosts ...*standingHost) float64 {
-	n, up := 0, 0
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		n++
-		for _, h := range hosts {
-			if h.leads() {
-				up++
-				break
-			}
-		}
-	}
-	return float64(up) / float64(n)
-}
-
-func handOffCount(ms ...*Manager) int64 {
-	var n int64
-	for _, m := range ms {
-		for _, s := range m.Stats() {
-			if s.Election != nil {
-				n += s.Election.HandOffs
-			}
-		}
-	}
-	return n
-}
-
 // The preferred holder names an identity whose candidate record is live
 // (renewed within 10 min) but which does not campaign: it crashed, or shut
 // down cleanly and its record's delete did not land (Shutdown does not wait
@@ -58,24 +32,16 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a := &standingHost{m: process(t, client), id: "a"}
-	b := &standingHost{m: process(t, client), id: "b"}
-	go a.run(ctx)
-	time.Sleep(200 * time.Millisecond)
-	go b.run(ctx)
-	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	before := leaderAvailability(time.Second, a, b)
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+	a, b := standingPair(t, client, "a", "b", ElectionOptions{})
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
-	after := leaderAvailability(6*time.Second, a, b)
-	t.Logf("leader availability: %.0f%% before the annotation, %.0f%% after (lease %v); hand-offs: %d",
-		100*before, 100*after, fastUnitTiming.LeaseDuration, handOffCount(a.m, b.m))
-	if !(after > 0.5) {
-		t.Fatal("regression (review 2)")
+	awaitFailedHandOff(t, client, "ghost")
+	awaitSteadyLeader(t, a.m, b.m)
+	t.Logf("hand-offs: %d (lease %v)", handOffCount(a.m, b.m), fastUnitTiming.LeaseDuration)
+	if n := handOffCount(a.m, b.m); n != 1 {
+		t.Fatalf("%d hand-offs to a preferred holder that does not campaign; want the one that failed", n)
 	}
 }
 
@@ -89,15 +55,19 @@ func TestHandOffRegressionPreferredHolderStopsYielding(t *testing.T) {
 	enforceResourceVersions(client)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	p := &standingHost{m: process(t, client), id: "p", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer}}
-	n := &standingHost{m: process(t, client), id: "n", delay: 20 * time.Millisecond, opts: ElectionOptions{Version: "2.0.0", Policy: PolicyYieldToNewer}}
+	p := &standingHost{t: t, m: process(t, client), id: "p", awaitRecordDelete: true, opts: ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer}}
+	n := &standingHost{t: t, m: process(t, client), id: "n", awaitRecordDelete: true, opts: ElectionOptions{Version: "2.0.0", Policy: PolicyYieldToNewer}}
 	go p.run(ctx)
 	eventually(t, 5*time.Second, "p leads", p.leads)
 	annotateLease(t, client, PreferredHolderAnnotation, "p")
 	go n.run(ctx)
-	time.Sleep(4 * time.Second)
+	eventually(t, 5*time.Second, "n's candidate record", func() bool {
+		cs, err := p.m.Candidates("ns", "l")
+		return err == nil && len(cs) == 2
+	})
+	awaitSteadyLeader(t, p.m, n.m)
 	got := handOffCount(p.m, n.m)
-	t.Logf("hand-offs in ~4 s: %d", got)
+	t.Logf("hand-offs before a leader stayed: %d (p leads: %v)", got, p.leads())
 	if !(got < 6) {
 		t.Fatal("regression (review 2)")
 	}
@@ -112,25 +82,24 @@ func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
+	const typo = "metadata-master-O" // letter O
+	var refused atomic.Int32         // reads of the typo's record
 	client.PrependReactor("get", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		if name := a.(k8stesting.GetAction).GetName(); strings.Contains(name, "-candidate-") {
+			if name == candidateRecordName("l", typo) {
+				refused.Add(1)
+			}
 			return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), name, errors.New("RBAC: not in resourceNames"))
 		}
 		return false, nil, nil
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	a := &standingHost{m: process(t, client), id: "metadata-master-0"}
-	b := &standingHost{m: process(t, client), id: "metadata-master-1"}
-	go a.run(ctx)
-	time.Sleep(200 * time.Millisecond)
-	go b.run(ctx)
-	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	annotateLease(t, client, PreferredHolderAnnotation, "metadata-master-O") // letter O: a typo
-	after := leaderAvailability(6*time.Second, a, b)
-	t.Logf("leader availability with preferred holder %q (no such replica): %.0f%%; hand-offs: %d",
-		"metadata-master-O", 100*after, handOffCount(a.m, b.m))
-	if !(after > 0.5) {
-		t.Fatal("regression (review 2)")
+	a, b := standingPair(t, client, "metadata-master-0", "metadata-master-1", ElectionOptions{})
+	annotateLease(t, client, PreferredHolderAnnotation, typo)
+	eventually(t, 10*time.Second, "the leader reading the preferred holder's record", func() bool { return refused.Load() > 0 })
+	awaitSteadyLeader(t, a.m, b.m)
+	t.Logf("preferred holder %q (no such replica): its record read %d times, refused; hand-offs: %d",
+		typo, refused.Load(), handOffCount(a.m, b.m))
+	if n := handOffCount(a.m, b.m); n != 0 {
+		t.Fatalf("%d hand-offs to a preferred holder whose record cannot be read; want none", n)
 	}
 }

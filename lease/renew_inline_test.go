@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // Renewals on the leader's own goroutine (renewInline), and the cut after
@@ -23,19 +24,13 @@ import (
 // suddenly costs no leadership.
 
 // delayedPatches answers every renewal (PATCH) after delay, or its
-// context's end; it counts those begun, and those begun after stopped.
+// context's end.
 type delayedPatches struct {
 	coordclient.LeaseInterface
-	delay              atomic.Int64
-	started, afterStop atomic.Int32
-	stopped            atomic.Bool
+	delay atomic.Int64
 }
 
 func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	d.started.Add(1)
-	if d.stopped.Load() {
-		d.afterStop.Add(1)
-	}
 	select {
 	case <-time.After(time.Duration(d.delay.Load())):
 	case <-ctx.Done():
@@ -44,12 +39,13 @@ func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchT
 	return d.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
 }
 
-func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing) *Election {
+// startLeading makes "me" lead ns/l on leases, by clk.
+func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.Clock) *Election {
 	t.Helper()
-	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clk, &leaseStats{}, func() bool { return false })
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -58,19 +54,48 @@ func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing
 	return e
 }
 
+// heldPatch holds the first renewal (PATCH) until proceed is closed,
+// ignoring its context as a response already on its way would, and
+// answers the others at once; it counts those begun, and those begun after
+// stopped.
+type heldPatch struct {
+	coordclient.LeaseInterface
+	proceed            chan struct{}
+	started, afterStop atomic.Int32
+	stopped            atomic.Bool
+}
+
+func (h *heldPatch) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if h.stopped.Load() {
+		h.afterStop.Add(1)
+	}
+	if h.started.Add(1) == 1 {
+		<-h.proceed
+	}
+	return h.LeaseInterface.Patch(context.WithoutCancel(ctx), name, pt, data, opts, sub...)
+}
+
 // A cancel that waits for a renewal answered after more than a retry
 // period (the renew timer fired meanwhile) sends no renewal after it: the
 // leader used to pick the due renewal over the cancel half the time.
 func TestNoRenewalAfterCancel(t *testing.T) {
-	for trial := range 6 {
-		leases := &delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
-		leases.delay.Store(int64(250 * time.Millisecond))
-		e := startLeading(t, leases, Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond})
-		n := leases.started.Load()
-		eventually(t, 5*time.Second, "a renewal begun", func() bool { return leases.started.Load() > n })
-		time.Sleep(150 * time.Millisecond) // past a retry period: the renew timer fired meanwhile
+	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	for trial := range 10 {
+		leases := &heldPatch{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), proceed: make(chan struct{})}
+		clk := clocktesting.NewFakeClock(time.Now())
+		e := startLeading(t, leases, timing, clk)
+		awaitWaiters(t, clk, 2) // the renew timer and the deadline
+		clk.Step(timing.RetryPeriod)
+		eventually(t, 5*time.Second, "a renewal begun", func() bool { return leases.started.Load() == 1 })
+		clk.Step(timing.RetryPeriod) // past a retry period: the renew timer fires meanwhile
 		leases.stopped.Store(true)
-		_ = e.Cancel()
+		cancelled := make(chan error, 1)
+		go func() { cancelled <- e.Cancel() }()
+		eventually(t, 5*time.Second, "Cancel waiting for the renewal", func() bool { return e.ctx.Err() != nil })
+		close(leases.proceed)
+		receive(t, cancelled, 5*time.Second, "Cancel returning once the renewal was answered")
+		// A renewal sent by then is on a worker: let it reach the server.
+		eventually(t, 5*time.Second, "the renewal workers idle", func() bool { return busyUnder("(*workers).work") == 0 })
 		if a := leases.afterStop.Load(); a > 0 {
 			t.Fatalf("trial %d: %d renewal(s) sent after Cancel was called", trial, a)
 		}
@@ -78,17 +103,17 @@ func TestNoRenewalAfterCancel(t *testing.T) {
 }
 
 // invalidLate refuses the first renewal as Invalid (the lease is no longer
-// as we hold it) after delay, ignoring its context as a response already
-// read would; later renewals are never answered.
+// as we hold it) once its context ended (on the leader's goroutine: at the
+// inline cut), as a response read just then would; later renewals are
+// never answered.
 type invalidLate struct {
 	coordclient.LeaseInterface
-	delay time.Duration
-	n     atomic.Int32
+	n atomic.Int32
 }
 
 func (s *invalidLate) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
 	if s.n.Add(1) == 1 {
-		time.Sleep(s.delay)
+		<-ctx.Done()
 		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, name,
 			field.ErrorList{field.Invalid(field.NewPath("spec"), "", "test failed")})
 	}
@@ -100,8 +125,8 @@ func (s *invalidLate) Patch(ctx context.Context, name string, pt types.PatchType
 // is a refusal, not slowness: leadership ends at once.
 func TestARefusalAfterTheCutIsNotTakenForSlowness(t *testing.T) {
 	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 400 * time.Millisecond}
-	leases := &invalidLate{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), delay: inlineCut(timing) + 300*time.Millisecond}
-	e := startLeading(t, leases, timing)
+	leases := &invalidLate{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+	e := startLeading(t, leases, timing, clock.RealClock{})
 	eventually(t, 5*time.Second, "the first renewal sent", func() bool { return leases.n.Load() >= 1 })
 	eventually(t, inlineCut(timing)+2*time.Second, "leadership ended by the refusal", func() bool {
 		ok, _, _ := e.IsLeader()
@@ -118,10 +143,13 @@ func TestSuddenLatencyKeepsLeadership(t *testing.T) {
 		t.Run(latency.String(), func(t *testing.T) {
 			t.Parallel()
 			leases := &delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
-			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
-			time.Sleep(1200 * time.Millisecond) // a few fast renewals
+			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+			eventually(t, 5*time.Second, "a few fast renewals", func() bool { return e.stats.renewals.Load() >= 2 })
 			leases.delay.Store(int64(latency))
-			time.Sleep(6 * time.Second)
+			// 8 renewals answered after the latency set in: 5 s and more,
+			// beyond the renew deadline.
+			from := e.stats.renewals.Load()
+			eventually(t, 30*time.Second, "8 renewals answered late", func() bool { return e.Ended() || e.stats.renewals.Load() >= from+8 })
 			if e.Ended() {
 				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
 			}

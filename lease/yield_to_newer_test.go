@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,20 +42,27 @@ func TestHandOffRegressionYieldRetriesAfterARefusal(t *testing.T) {
 	if _, err := ea.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	eventually(t, 5*time.Second, "a following the candidate records", func() bool {
+		for _, act := range client.Actions() {
+			if w, ok := act.(k8stesting.WatchAction); ok && act.GetResource().Resource == "leases" && !w.GetWatchRestrictions().Labels.Empty() {
+				return true
+			}
+		}
+		return false
+	})
 	n := process(t, client)
 	en, err := n.RunElectionWith("ns", "l", "n", fastUnitTiming, ElectionOptions{Version: "2.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(3 * time.Second)
-	okA, _, _ := ea.IsLeader()
-	okN, _, _ := en.IsLeader()
-	t.Logf("after 3 s: old version a leads %v, newer n (campaigning, record present) leads %v; record reads refused: 1 of %d",
-		okA, okN, refused.Load())
-	if !(!okA || okN) {
-		t.Fatal("regression (review 2)")
+	if !waitUntil(10*time.Second, func() bool { ok, _, _ := en.IsLeader(); return ok }) {
+		t.Logf("record reads refused: 1 of %d", refused.Load())
+		t.Fatal("regression (review 2): the newer n (campaigning, record present) was not handed the lease within 10 s")
 	}
+	if ok, _, _ := ea.IsLeader(); ok {
+		t.Fatal("the old version a still leads beside n")
+	}
+	t.Logf("the newer n leads; record reads refused: 1 of %d", refused.Load())
 }
 
 // PolicyYieldToNewer with a newer-version replica that does not campaign
@@ -68,22 +74,14 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	opts := ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer | PolicyHandOffOnCancel}
-	a := &standingHost{m: process(t, client), id: "a", opts: opts}
-	b := &standingHost{m: process(t, client), id: "b", opts: opts}
-	go a.run(ctx)
-	time.Sleep(200 * time.Millisecond)
-	go b.run(ctx)
-	eventually(t, 5*time.Second, "a leader", func() bool { return a.leads() || b.leads() })
-	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(ctx, "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
+	a, b := standingPair(t, client, "a", "b", ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer | PolicyHandOffOnCancel})
+	if _, err := (leaseRecords{clientsetapi.Wrap(client)}).put(withNS(t.Context(), "ns"), "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	after := leaderAvailability(6*time.Second, a, b)
-	t.Logf("leader availability while a crash-looping 2.0.0 replica's record is live: %.0f%%; hand-offs: %d",
-		100*after, handOffCount(a.m, b.m))
-	if !(after > 0.5) {
-		t.Fatal("regression (review 2)")
+	awaitFailedHandOff(t, client, "n")
+	awaitSteadyLeader(t, a.m, b.m)
+	t.Logf("hand-offs while a crash-looping 2.0.0 replica's record is live: %d", handOffCount(a.m, b.m))
+	if n := handOffCount(a.m, b.m); n != 1 {
+		t.Fatalf("%d hand-offs to a newer version that does not campaign; want the one that failed", n)
 	}
 }
