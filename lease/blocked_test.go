@@ -10,19 +10,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 )
 
 // A candidate blocked by an error only an operator cures, and what it
 // reports once cured.
-
-var fastUnitTiming = Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 100 * time.Millisecond}
-
-func forbiddenErr() error {
-	return apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "l", errors.New("RBAC: no"))
-}
 
 // Cancel of a candidate blocked by 403 (in its fix backoff) returns at once.
 func TestCancelWhileBlockedIsPrompt(t *testing.T) {
@@ -99,6 +92,7 @@ func TestCuredErrorNotReportedAsLossReason(t *testing.T) {
 	m.clock = clock.RealClock{}
 	m.SetEvents(false)
 	var deny, hang atomic.Bool
+	var e *Election
 	deny.Store(true)
 	client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
 		if deny.Load() {
@@ -107,8 +101,8 @@ func TestCuredErrorNotReportedAsLossReason(t *testing.T) {
 		return false, nil, nil
 	})
 	client.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		if hang.Load() {
-			time.Sleep(2500 * time.Millisecond) // no answer within the renew deadline
+		if hang.Load() { // no answer within the renew deadline
+			waitUntil(10*time.Second, func() bool { ok, _, _ := e.IsLeader(); return !ok })
 			return true, nil, apierrors.NewTimeoutError("slow", 1)
 		}
 		return false, nil, nil

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -37,23 +39,25 @@ func TestWaitElectedReportsTheEndReasonOverATimeoutFiringTogether(t *testing.T) 
 	}
 }
 
-// slowEvents answers every Event write after a delay, as a loaded API
-// server would: a process that exits right after CancelElection returns
-// must still leave its "stopped leading" Event.
-type slowEvents struct {
+// heldEvents holds each "stopped leading" Event write, as a loaded API
+// server would, until a CancelElection waits for it (for good, where none
+// does): a process that exits right after CancelElection returns must
+// still leave that Event.
+type heldEvents struct {
 	kubeapi.Client
-	delay time.Duration
 }
 
-func (c slowEvents) CreateEvent(ctx context.Context, ev *kubeapi.Event) error {
-	time.Sleep(c.delay)
+func (c heldEvents) CreateEvent(ctx context.Context, ev *kubeapi.Event) error {
+	if strings.Contains(ev.Message, "stopped leading") {
+		waitUntil(10*time.Second, func() bool { return waitingUnder("(*Manager).CancelElectionID") > 0 })
+	}
 	return c.Client.CreateEvent(ctx, ev)
 }
 
 func TestCancelElectionReturnsAfterItsEventIsWritten(t *testing.T) {
 	cs := fake.NewClientset()
 	m := NewManager(clock.RealClock{})
-	m.SetClient(slowEvents{Client: clientsetapi.Wrap(cs), delay: 100 * time.Millisecond})
+	m.SetClient(heldEvents{Client: clientsetapi.Wrap(cs)})
 	m.SetEvents(true)
 	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
@@ -141,14 +145,14 @@ func TestShutdownWaitsForACancelsHandOff(t *testing.T) {
 // loop: Shutdown waits for that hand-off before it stops the idle
 // observers, so that none still lists and watches once it returned.
 func TestShutdownLeavesNoObserverOfACancelsHandOffFollowing(t *testing.T) {
-	m, eb, _ := cancelHandingOff(t)
+	m, eb, cancelled := cancelHandingOff(t)
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eb.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	receive(t, cancelled, 5*time.Second, "the cancel's hand-off ending") // its observer share given up
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, ol := range m.observers {
@@ -204,9 +208,14 @@ func TestAPanicInHandOffDoesNotLeaveShutdownWaiting(t *testing.T) {
 func TestCancelElectionDuringShutdownWaitsForTheRelease(t *testing.T) {
 	client := fake.NewClientset()
 	var released atomic.Bool
+	releasing := make(chan struct{})
+	var once sync.Once
 	client.PrependReactor("update", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
 		if l, ok := a.(k8stesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "" {
-			time.Sleep(time.Second) // the release, slow
+			once.Do(func() { close(releasing) })
+			// The release, slow: until the racing CancelElectionID waits
+			// (for good, where it does not).
+			waitUntil(10*time.Second, func() bool { return waitingIn("(*Manager).CancelElectionID") > 0 })
 			released.Store(true)
 		}
 		return false, nil, nil
@@ -220,7 +229,7 @@ func TestCancelElectionDuringShutdownWaitsForTheRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = m.Shutdown(5 * time.Second) }()
-	time.Sleep(100 * time.Millisecond) // Shutdown is releasing
+	receive(t, releasing, 5*time.Second, "Shutdown releasing the lease")
 	if err := m.CancelElectionID("ns", "l", a.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +283,8 @@ func cancelling(t *testing.T, m *Manager) {
 
 // cancelHandingOff is a leader a (PolicyHandOffOnCancel) and a campaigning
 // b, and a CancelElection of a under way on its own goroutine, listing the
-// candidates (for 500 ms) before it hands off to b; cancelled is closed
-// when that CancelElection returns.
+// candidates (until a Shutdown of m waits for it) before it hands off to b;
+// cancelled is closed when that CancelElection returns.
 func cancelHandingOff(t *testing.T) (m *Manager, eb *Election, cancelled chan struct{}) {
 	t.Helper()
 	client := fake.NewClientset()
@@ -284,7 +293,9 @@ func cancelHandingOff(t *testing.T) (m *Manager, eb *Election, cancelled chan st
 		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() || !armed.Load() {
 			return false, nil, nil
 		}
-		time.Sleep(500 * time.Millisecond) // the candidates' list
+		// The candidates' list, slow: until Shutdown waits for the cancel
+		// (for good, where it does not).
+		waitUntil(10*time.Second, func() bool { return waitingIn("(*Manager).Shutdown.") > 0 })
 		return false, nil, nil
 	})
 	m = process(t, client)
@@ -308,4 +319,46 @@ func cancelHandingOff(t *testing.T) (m *Manager, eb *Election, cancelled chan st
 	go func() { _ = m.CancelElection("ns", "l"); close(cancelled) }()
 	cancelling(t, m)
 	return m, eb, cancelled
+}
+
+// CancelElection of a leader with PolicyHandOffOnCancel lists the
+// candidates (up to 10 s) while still leading; when leadership is lost
+// meanwhile (renew deadline), the hand-off finds the election already ended
+// and CancelElection returns ErrNotLeader: K8sLeaseCancelElection -1 "not
+// the leader", where the header promises 0 unless the release failed (and
+// a plain cancel after a loss returns 0).
+func TestHandOffRegressionCancelPolicyKeepsACancelsResult(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	fc := fake.NewClientset()
+	enforceResourceVersions(fc)
+	var armed, lostFirst atomic.Bool
+	var e *Election
+	// The candidate list is slow; leadership is lost while it runs.
+	client := hooked{Clientset: fc, beforeList: func(opts metav1.ListOptions) {
+		if opts.LabelSelector == "" || !armed.CompareAndSwap(true, false) {
+			return
+		}
+		e.revoke() // the renew deadline passes (as after missed renewals)
+		lostFirst.Store(waitUntil(10*time.Second, e.Ended))
+	}}
+	m := process(t, client)
+	e, err := m.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Policy: PolicyHandOffOnCancel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaseRecords(clientsetapi.Wrap(fc)).Put(t.Context(), "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	err = m.CancelElection("ns", "l")
+	t.Logf("CancelElection = %v (WaitLost: %v)", err, e.WaitLost())
+	if !lostFirst.Load() || !errors.Is(e.WaitLost(), ErrRenewDeadline) {
+		t.Fatal("the leadership was not lost to the renew deadline while the candidates were listed")
+	}
+	if !(!errors.Is(err, ErrNotLeader)) {
+		t.Fatal("regression (review 2)")
+	}
 }

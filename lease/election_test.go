@@ -39,8 +39,7 @@ func TestConflictIsNotRetriedAtRoundTripSpeed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, client, _ := fakeManager(testLease("l", "", 3, testNow, 15)) // released: free to take
-			m.clock = clock.RealClock{}
+			m, client, clk := fakeManager(testLease("l", "", 3, testNow, 15)) // released: free to take
 			defer func() { _ = m.Shutdown(5 * time.Second) }()
 			var writes, gets atomic.Int64
 			client.PrependReactor("update", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -55,7 +54,13 @@ func TestConflictIsNotRetriedAtRoundTripSpeed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(300 * time.Millisecond)
+			// 300 ms pass on the fake clock, each step once the campaign
+			// waits on it: a write resent at round-trip speed never waits.
+			for elapsed := time.Duration(0); elapsed < 300*time.Millisecond; elapsed += 10 * time.Millisecond {
+				awaitWaiters(t, clk, 1)
+				clk.Step(10 * time.Millisecond)
+			}
+			awaitWaiters(t, clk, 1)
 			_ = e.Cancel()
 			conflicts := statsOf(m.stats[Key{"ns", "l"}]).Election.Conflicts
 			if n := writes.Load(); n < 1 || n > tt.maxWrites || conflicts != n || gets.Load() != n {
@@ -99,7 +104,9 @@ func TestCancelDuringAcquisitionReleases(t *testing.T) {
 	<-leases.entered
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- e.Cancel() }()
-	time.Sleep(50 * time.Millisecond) // Cancel is now waiting for the campaign
+	eventually(t, 10*time.Second, "Cancel waiting for the campaign", func() bool {
+		return len(cancelled) > 0 || waitingIn("(*Election).CancelWithin.") > 0
+	})
 	close(leases.proceed)
 	if err := <-cancelled; err != nil {
 		t.Fatal(err)

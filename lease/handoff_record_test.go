@@ -2,12 +2,14 @@ package lease
 
 import (
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -121,10 +123,43 @@ func TestHandOffRecordRenewedByClientGoIsNeitherTakenNorReleased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
-		if ok, _, _ := e.IsLeader(); ok && cgLeading.Load() {
-			t.Fatal("two leaders: b took the hand-off record that client-go renews")
+	neverBesideClientGo(t, client, e, handOffHolder("b"), cgLeading, "two leaders: b took the hand-off record that client-go renews")
+}
+
+// clientGoWrites counts the writes of ns/l that name identity as the holder
+// (a plain client-go candidate's acquisitions and renewals).
+func clientGoWrites(client *fake.Clientset, identity string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok && a.GetResource().Resource == "leases" {
+			if l, ok := u.GetObject().(*coordinationv1.Lease); ok && l.Name == "l" && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+				n++
+			}
 		}
+	}
+	return n
+}
+
+// neverBesideClientGo waits until e follows the lease that the client-go
+// candidate named identity leads, then while client-go renews it 25 times
+// (2.5 s, more than e's lease duration: every renewal a chance for e to
+// take the lease, at once or once it judged the term over), and fails with
+// msg if e is elected meanwhile.
+func neverBesideClientGo(t *testing.T, client *fake.Clientset, e *Election, identity string, cgLeading *atomic.Bool, msg string) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the candidate following client-go's term", func() bool {
+		s := e.obs.snapshot()
+		return s.synced && s.rec.holder == identity
+	})
+	from := clientGoWrites(client, identity)
+	eventually(t, 15*time.Second, "25 renewals by client-go", func() bool {
+		return isClosed(e.elected) || clientGoWrites(client, identity) >= from+25
+	})
+	if isClosed(e.elected) {
+		t.Fatal(msg)
+	}
+	if !cgLeading.Load() {
+		t.Fatal("client-go no longer leads")
 	}
 }
 
@@ -164,4 +199,63 @@ func TestARestoredHandOffRecordIsNotTakenAtOnce(t *testing.T) {
 	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "t"); act != actAcquire {
 		t.Fatalf("a live hand-off record: decide = %v; want acquire", act)
 	}
+}
+
+// A hand-off to an identity that a plain client-go candidate uses: client-go
+// sees itself as the observed holder (IsLeader() compares the holder with
+// its identity), skips the expiry check and takes the lease WITHOUT bumping
+// leaseTransitions (it keeps the old leader's token), keeping every
+// annotation, so the hand-off record (holder b, no incarnation,
+// handed-off-to b) stays while client-go b leads. HandOff reports "timed
+// out ... the lease is released" although b leads. Any candidate of this
+// library named b then takes the lease at once (decide: handedOffTo(self))
+// while client-go b leads: two leaders.
+func TestHandOffRegressionClientGoNamedLikeTheTargetNeverLeadsBesideUs(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	a := process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokenA, err := ea.WaitElected(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Plain client-go candidate "b".
+	cgLeading, ctx := fakeClientGoCandidate(t, client, "b")
+	eventually(t, 5*time.Second, "client-go b's tries", func() bool { // each a GET of the lease
+		n := 0
+		for _, a := range client.Actions() {
+			if g, ok := a.(k8stesting.GetAction); ok && a.GetResource().Resource == "leases" && g.GetName() == "l" {
+				n++
+			}
+		}
+		return n >= 2
+	})
+	if cgLeading.Load() {
+		t.Fatal("client-go b leads before the hand-off")
+	}
+	// b's candidate record (say left by b's earlier life on this library,
+	// or records unreadable: requireCampaigning then lets it through).
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(ctx, "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+
+	err = a.HandOff("ns", "l", "b", 1500*time.Millisecond)
+	if !errors.Is(err, ErrHandOffTimeout) || !errors.Is(err, errReleasedInstead) {
+		t.Fatalf("HandOff = %v, want a timeout and a release: client-go b must not take the hand-off record", err)
+	}
+	_ = tokenA
+	// client-go b takes the released lease the normal way; a candidate of
+	// this library also named b must not lead beside it.
+	eventually(t, 5*time.Second, "client-go b leads after the release", cgLeading.Load)
+	b2 := process(t, client)
+	eb2, err := b2.RunElection("ns", "l", "b", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	neverBesideClientGo(t, client, eb2, "b", cgLeading, "two leaders: library b and client-go b")
 }

@@ -8,33 +8,9 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
-
-var testNow = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-func testLease(name, holder string, token int32, renewed time.Time, seconds int32) *coordinationv1.Lease {
-	renew := metav1.NewMicroTime(renewed)
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", ResourceVersion: "5"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseTransitions: &token,
-			RenewTime: &renew, LeaseDurationSeconds: &seconds},
-	}
-}
-
-func fakeManager(objs ...runtime.Object) (*Manager, *fake.Clientset, *clocktesting.FakeClock) {
-	clk := clocktesting.NewFakeClock(testNow)
-	client := fake.NewClientset(objs...)
-	m := NewManager(clk)
-	m.SetClient(clientsetapi.Wrap(client))
-	return m, client, clk
-}
 
 func TestGetHolderFirstLook(t *testing.T) {
 	tests := []struct {

@@ -65,9 +65,7 @@ func TestHolderWatchDispatch(t *testing.T) {
 	obs.apply(testLease("l", "a", 1, testNow.Add(time.Second), 10), "3") // renewal
 	log.expectNone(t)
 	// No renewal for a lease duration: reported as no holder.
-	for i := 0; i < 50 && !clk.HasWaiters(); i++ {
-		time.Sleep(time.Millisecond)
-	}
+	awaitWaiters(t, clk, 1) // the watch's expiry timer
 	clk.Step(10*time.Second + expiryGrace)
 	log.expect(t, HolderState{Token: 1, Exists: true})
 	obs.apply(testLease("l", "b", 2, testNow, 10), "4")
@@ -90,18 +88,19 @@ func TestHolderWatchDispatch(t *testing.T) {
 func TestCancelWatchWaitsForTheCallbackInEveryCanceller(t *testing.T) {
 	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
 	defer func() { _ = m.Shutdown(5 * time.Second) }()
-	entered := make(chan struct{})
+	entered, release := make(chan struct{}), make(chan struct{})
 	var returned atomic.Bool
 	var once sync.Once
 	if _, err := m.WatchHolder("ns", "l", func(HolderState) {
 		once.Do(func() { close(entered) })
-		time.Sleep(300 * time.Millisecond)
+		<-release
 		returned.Store(true)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	<-entered
 	var wg sync.WaitGroup
+	var cancelled atomic.Int32
 	early := make(chan string, 2)
 	for i := 0; i < 2; i++ {
 		wg.Go(func() {
@@ -111,8 +110,14 @@ func TestCancelWatchWaitsForTheCallbackInEveryCanceller(t *testing.T) {
 			if !returned.Load() {
 				early <- "a CancelWatch returned while the callback still ran"
 			}
+			cancelled.Add(1)
 		})
 	}
+	// The callback returns once each canceller waits for it or returned.
+	eventually(t, 10*time.Second, "both CancelWatch calls waiting for the callback", func() bool {
+		return int(cancelled.Load())+waitingIn("(*HolderWatch).cancelAsSeenFrom") == 2
+	})
+	close(release)
 	wg.Wait()
 	close(early)
 	for msg := range early {

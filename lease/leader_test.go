@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -40,40 +41,53 @@ func (g *gatedPatches) Patch(ctx context.Context, name string, pt types.PatchTyp
 	return g.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
 }
 
+// tickCountingClock is the real clock, counting the Resets of its timers: a
+// leader resets its renew timer at each tick.
+type tickCountingClock struct {
+	clock.RealClock
+	resets atomic.Int64
+}
+
+func (c *tickCountingClock) NewTimer(d time.Duration) clock.Timer {
+	return tickCountingTimer{c.RealClock.NewTimer(d), c}
+}
+
+type tickCountingTimer struct {
+	clock.Timer
+	c *tickCountingClock
+}
+
+func (t tickCountingTimer) Reset(d time.Duration) bool {
+	t.c.resets.Add(1)
+	return t.Timer.Reset(d)
+}
+
 // A leader whose renewals go unanswered for long starts sending more beside
 // them, up to maxRenewalsInFlight, and keeps leading once they are answered
 // in time.
 func TestRenewalsArePipelined(t *testing.T) {
 	leases := &gatedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), gate: make(chan struct{})}
 	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	clk := &tickCountingClock{}
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	defer obs.stop()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clk, &leaseStats{}, func() bool { return false })
 	e.start()
 	defer func() { _ = e.Cancel() }()
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for leases.inFlight.Load() < maxRenewalsInFlight {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d renewals in flight, want %d", leases.inFlight.Load(), maxRenewalsInFlight)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(5 * timing.RetryPeriod) // ticks while the pipeline is full send nothing
+	eventually(t, 5*time.Second, fmt.Sprintf("%d renewals in flight", maxRenewalsInFlight), func() bool {
+		return leases.inFlight.Load() >= maxRenewalsInFlight
+	})
+	ticks := clk.resets.Load()
+	eventually(t, 5*time.Second, "5 ticks of the renew timer", func() bool { return clk.resets.Load() >= ticks+5 }) // they send nothing while the pipeline is full
 	if m := leases.maxSeen.Load(); m != maxRenewalsInFlight {
 		t.Fatalf("%d renewals were in flight at once, want at most %d", m, maxRenewalsInFlight)
 	}
 	close(leases.gate)
-	deadline = time.Now().Add(5 * time.Second)
-	for statsOf(e.stats).Election.Renewals < maxRenewalsInFlight+1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("renewals did not resume: %d done", statsOf(e.stats).Election.Renewals)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually(t, 5*time.Second, "renewals resuming", func() bool { return statsOf(e.stats).Election.Renewals >= maxRenewalsInFlight+1 })
 	if ok, _, _ := e.IsLeader(); !ok || e.Ended() {
 		t.Fatalf("leadership lost while renewals were answered in time: %v", e.endReason())
 	}
@@ -199,9 +213,11 @@ func TestCancelLetsTheRenewalInFlightFinish(t *testing.T) {
 	cancelled := make(chan error, 1)
 	go func() { cancelled <- e.Cancel() }()
 	eventually(t, time.Second, "leadership ended by the cancel", func() bool { ok, _, _ := e.IsLeader(); return !ok && e.Ended() })
-	time.Sleep(200 * time.Millisecond)
-	if n := leases.inFlight.Load(); n != 1 {
-		t.Fatalf("the cancel cut the renewal in flight short (%d in flight)", n)
+	// Once Cancel waits for the leader's goroutine, it has cancelled all it
+	// cancels: a renewal it cut short would no longer wait for the gate.
+	eventually(t, 5*time.Second, "Cancel waiting", func() bool { return len(cancelled) > 0 || waitingIn("(*Election).CancelWithin.") > 0 })
+	if n, waiting := leases.inFlight.Load(), waitingIn("(*gatedPatches).Patch"); n != 1 || waiting != 1 {
+		t.Fatalf("the cancel cut the renewal in flight short (%d in flight, %d waiting for an answer)", n, waiting)
 	}
 	select {
 	case err := <-cancelled:

@@ -11,8 +11,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-var unitTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
-
 func TestManagerRefusals(t *testing.T) {
 	noConfig(t)
 	uninit := NewManager(nil)
@@ -110,9 +108,17 @@ func TestObserverAfterLeadershipEnds(t *testing.T) {
 			if withWatch {
 				eventually(t, 5*time.Second, "the observer to resume with a list", func() bool { return lists.Load() > before })
 			} else {
-				time.Sleep(100 * time.Millisecond)
-				if lists.Load() != before {
-					t.Fatalf("lists %d before the end of leadership, %d after, with nothing using the observer", before, lists.Load())
+				// CancelElection returned once the election's goroutine, and
+				// so its leadingEnded, was over: a resumed loop runs now.
+				m.mu.Lock()
+				obs := m.observers[Key{"ns", "l"}].obs
+				m.mu.Unlock()
+				obs.mu.Lock()
+				following := obs.cancelLoop != nil
+				obs.mu.Unlock()
+				if following || lists.Load() != before {
+					t.Fatalf("lists %d before the end of leadership, %d after, following the lease: %v, with nothing using the observer",
+						before, lists.Load(), following)
 				}
 			}
 			if got, err := m.GetHolder("ns", "l"); err != nil || got.Holder != "" || !got.Exists {

@@ -16,26 +16,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// noConfig makes LoadConfig find nothing: no in-cluster service, and a
-// kubeconfig path that does not exist.
-func noConfig(t *testing.T) {
-	t.Helper()
-	t.Setenv("KUBERNETES_SERVICE_HOST", "")
-	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "missing"))
-}
-
-// countVerbs counts the client's Lease requests by verb.
-func countVerbs(t *testing.T, actions []k8stesting.Action) map[string]int {
-	t.Helper()
-	n := map[string]int{}
-	for _, a := range actions {
-		if a.GetResource().Resource == "leases" {
-			n[a.GetVerb()]++
-		}
-	}
-	return n
-}
-
 // Asking about a lease makes this process follow it: the first GetHolder
 // lists and opens a watch, later ones answer locally and see changes as the
 // watch delivers them.
@@ -90,7 +70,9 @@ func TestCampaignInheritsObservation(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.leaderAt > tt.campaignAt {
-				time.Sleep(100 * time.Millisecond)
+				eventually(t, 10*time.Second, "the campaign deciding", func() bool { // to wait, or it took over
+					return isClosed(e.elected) || waitingIn("(*Election).waitFor") > 0
+				})
 				if ok, _, _ := e.IsLeader(); ok {
 					t.Fatal("took over before the holder's lease ran out by this process's observation")
 				}
@@ -270,7 +252,9 @@ func TestCampaignIgnoresAnEarlierObserverError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the campaign has looked at the observer's error
+	eventually(t, 10*time.Second, "the campaign looking at the observer's error", func() bool { // and waiting, or giving up
+		return e.Ended() || waitingIn("(*Election).waitFor") > 0
+	})
 	eventually(t, 10*time.Second, "the campaign to lead once the observer lists again", func() bool {
 		if e.Ended() {
 			t.Fatalf("the campaign gave up on the earlier error: %v", e.endReason())

@@ -17,6 +17,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // The observer answers only from a snapshot it keeps current: one that
@@ -25,18 +27,22 @@ import (
 // ends is not dropped; an observer a caller waits on is never evicted; and
 // a read after a gap trusts versions over content.
 
-// slowLists delays every list of Leases by d once armed, so that an answer
-// given before the list is visible as such.
-func slowLists(client *fake.Clientset, d time.Duration) *atomic.Bool {
-	armed := &atomic.Bool{}
-	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+// heldListsManager is fakeManager whose lists of Leases, once armed, each
+// call hold first, on the client side (outside the fake's global lock): a
+// list held until the caller waits for it shows an answer given before it.
+func heldListsManager(hold func()) (m *Manager, client *fake.Clientset, armed *atomic.Bool) {
+	m, client, _ = fakeManager()
+	armed = &atomic.Bool{}
+	m.kube = clientsetapi.Wrap(hooked{Clientset: client, beforeList: func(metav1.ListOptions) {
 		if armed.Load() {
-			time.Sleep(d)
+			hold()
 		}
-		return false, nil, nil
-	})
-	return armed
+	}})
+	return m, client, armed
 }
+
+// until is a hold that lasts until cond holds (10 s at most).
+func until(cond func() bool) func() { return func() { waitUntil(10*time.Second, cond) } }
 
 // electThenCancel leads ns/l as "a" in m and cancels: the observer is then
 // unused and no longer follows the lease.
@@ -73,10 +79,9 @@ func takeOver(t *testing.T, client *fake.Clientset) {
 // After this process led and cancelled, another took the lease: the first
 // GetHolder must report the new holder, not the snapshot of the release.
 func TestGetHolderAfterTheFollowStoppedRelists(t *testing.T) {
-	m, client, _ := fakeManager()
+	m, client, slow := heldListsManager(until(func() bool { return waitingIn("(*observer).awaitSynced") > 0 })) // until GetHolder waits
 	defer func() { _ = m.Shutdown(5 * time.Second) }()
 	m.SetEvents(false)
-	slow := slowLists(client, 100*time.Millisecond) // before any request: reactors are not safe to add later
 	electThenCancel(t, m)
 	takeOver(t, client)
 	slow.Store(true)
@@ -91,10 +96,9 @@ func TestGetHolderAfterTheFollowStoppedRelists(t *testing.T) {
 
 // The same for the first callback of a new holder watch.
 func TestHolderWatchFirstCallbackAfterTheFollowStoppedIsCurrent(t *testing.T) {
-	m, client, _ := fakeManager()
+	m, client, slow := heldListsManager(until(func() bool { return waitingIn("(*HolderWatch).run") > 0 })) // until the watch waits
 	defer func() { _ = m.Shutdown(5 * time.Second) }()
 	m.SetEvents(false)
-	slow := slowLists(client, 100*time.Millisecond) // before any request: reactors are not safe to add later
 	electThenCancel(t, m)
 	takeOver(t, client)
 	slow.Store(true)
@@ -154,10 +158,14 @@ func TestObserverStartDuringTheEndingLeadersPauseResumes(t *testing.T) {
 // observer: asking about more leases at once than maxIdleObservers must not
 // evict an observer whose list is still in flight.
 func TestGetHolderNeverEvictsAnObserverBeingWaitedOn(t *testing.T) {
-	m, client, _ := fakeManager()
-	defer func() { _ = m.Shutdown(5 * time.Second) }()
-	slowLists(client, 200*time.Millisecond).Store(true)
 	n := maxIdleObservers + 8
+	var inFlight atomic.Int32
+	m, _, slow := heldListsManager(func() { // until every list is in flight
+		inFlight.Add(1)
+		waitUntil(10*time.Second, func() bool { return inFlight.Load() >= int32(n) })
+	})
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	slow.Store(true)
 	errs := make(chan error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -311,12 +319,18 @@ func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
 	defer func() { e.cancel(); clk.Step(time.Hour); <-done }()
-	for range 200 {
-		time.Sleep(5 * time.Millisecond)
-		clk.Step(time.Second)
-		if _, err := leases.Get(context.Background(), "l", metav1.GetOptions{}); err == nil {
+	recreated := func() bool {
+		_, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
+		return err == nil
+	}
+	for range 200 { // a second of fake time at each wait of the campaign
+		if !waitUntil(10*time.Second, func() bool { return clk.HasWaiters() || recreated() }) {
+			t.Fatal("the campaign neither waits nor re-created the Lease")
+		}
+		if recreated() {
 			return
 		}
+		clk.Step(time.Second)
 	}
 	t.Fatalf("the Lease was not re-created within 200 s of fake time (snapshot: exists %v at %s)",
 		o.snapshot().rec.exists, o.snapshot().rec.resourceVersion)
@@ -333,17 +347,17 @@ func TestThePauseOfANewLeaderWakesAGetHolderWaitingForAList(t *testing.T) {
 		return false, nil, nil
 	})
 	defer close(release)
-	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clocktesting.NewFakeClock(testNow), time.Minute, 0, &leaseStats{})
 	defer func() { go o.stop() }()
 	o.applyRead(leaseAt("", 1, testNow, 1, "10"), "10", o.seqNow()) // followed before, then idle
 	o.start()                                                       // resumed: lists first
 	got := make(chan error, 1)
 	go func() { _, err := o.awaitSynced(time.Second); got <- err }()
-	time.Sleep(50 * time.Millisecond)
-	o.apply(leaseAt("a", 2, testNow, 15, "11"), "11") // our acquisition's answer
-	time.Sleep(20 * time.Millisecond)                 // the waiter looks again: not live yet
+	awaitWaitingIn(t, "(*observer).awaitSynced", 1)
+	o.apply(leaseAt("a", 2, testNow, 15, "11"), "11") // our acquisition's answer: the waiter looks again
+	awaitWaitingIn(t, "(*observer).awaitSynced", 1)   // not live yet: it waits again
 	o.pauseWhileLeading(new(int))
-	if err := <-got; err != nil {
+	if err := receive(t, got, 10*time.Second, "the pause waking awaitSynced"); err != nil {
 		t.Fatalf("awaitSynced with a live snapshot there: %v", err)
 	}
 }

@@ -97,7 +97,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	o.pauseWhileLeading(leader)
 	eventually(t, 5*time.Second, "the watch to stop while leading", first.IsStopped)
 	listsWhileLeading := lists.Load()
-	time.Sleep(50 * time.Millisecond)
+	awaitNoFollowLoop(t, o) // nothing left that could open a watch
 	select {
 	case <-watches:
 		t.Fatal("a watch was opened while leading")
@@ -105,7 +105,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	}
 
 	o.leadingEnded(other, true) // not the election that paused it
-	time.Sleep(50 * time.Millisecond)
+	awaitNoFollowLoop(t, o)
 	select {
 	case <-watches:
 		t.Fatal("another election's end resumed the watch")
@@ -126,7 +126,7 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	o.pauseWhileLeading(leader)
 	o.stop()
 	o.leadingEnded(leader, true) // after stop: nothing starts again
-	time.Sleep(50 * time.Millisecond)
+	awaitNoFollowLoop(t, o)
 	select {
 	case <-watches:
 		t.Fatal("a watch was opened after stop")
@@ -134,14 +134,23 @@ func TestObserverPausesWatchWhileLeading(t *testing.T) {
 	}
 }
 
-func awaitWatch(t *testing.T, watches <-chan *watch.RaceFreeFakeWatcher) *watch.RaceFreeFakeWatcher {
+// awaitNoFollowLoop waits until o runs no follow loop: none is started
+// and the last one has returned, so no list or watch can be sent before a
+// resume.
+func awaitNoFollowLoop(t *testing.T, o *observer) {
 	t.Helper()
-	select {
-	case w := <-watches:
-		return w
-	case <-time.After(5 * time.Second):
-		t.Fatal("no watch opened within 5 s")
-		return nil
+	o.mu.Lock()
+	running, done := o.cancelLoop != nil, o.loopDone
+	o.mu.Unlock()
+	if running {
+		t.Fatal("the observer follows the lease")
+	}
+	if done != nil {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the observer's follow loop did not return")
+		}
 	}
 }
 
@@ -178,9 +187,19 @@ func TestWatchClosedAtOnceIsReopenedWithBackoff(t *testing.T) {
 		w.Stop() // closed before any event
 		return true, w, nil
 	})
-	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
 	o.start()
-	time.Sleep(500 * time.Millisecond)
+	// 500 ms pass on the fake clock, each step once the loop waits on it: a
+	// watch reopened at round-trip speed never waits.
+	waits := func() {
+		eventually(t, 10*time.Second, "the loop waiting", func() bool { return clk.HasWaiters() || watches.Load() > 10 })
+	}
+	for elapsed := time.Duration(0); elapsed < 500*time.Millisecond && watches.Load() <= 10; elapsed += 10 * time.Millisecond {
+		waits()
+		clk.Step(10 * time.Millisecond)
+	}
+	waits()
 	o.stop()
 	if n := watches.Load(); n < 1 || n > 10 {
 		t.Fatalf("%d watches opened in 500 ms by a server that closes each at once; want a few, with a floor between them", n)

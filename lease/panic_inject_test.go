@@ -71,13 +71,14 @@ func TestInjectedPanicsAreContained(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Writes until one reaches the watch (it may open after the first).
-			for i := 0; i < 50 && !strings.Contains(logs(), "injected panic at event"); i++ {
+			i := 0
+			eventually(t, 5*time.Second, "an error logged for the panic at event", func() bool {
+				i++
 				if _, err := leases.Update(context.Background(), testLease("l", fmt.Sprintf("x%d", i), 1, testNow, 15), metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			awaitLog(t, logs, "injected panic at event")
+				return strings.Contains(logs(), "injected panic at event")
+			})
 		}},
 		{"renew", func(t *testing.T, m *Manager, _ func() string) {
 			fast := Timing{LeaseDuration: time.Second, RenewDeadline: 800 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
@@ -141,11 +142,7 @@ func TestInjectedPanicsAreContained(t *testing.T) {
 // awaitLog waits up to 5 s for an error log containing want.
 func awaitLog(t *testing.T, logs func() string, want string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no error logged for the panic (want %q); logs: %s", want, logs())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !waitUntil(5*time.Second, func() bool { return strings.Contains(logs(), want) }) {
+		t.Fatalf("no error logged for the panic (want %q); logs: %s", want, logs())
 	}
 }

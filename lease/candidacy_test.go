@@ -13,41 +13,43 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
 
-// slowDeletes delays candidate-record deletes by d on the client side
-// (a round trip), outside the fake's global lock, and notes when each
-// landed.
-type slowDeletes struct {
+// A candidacy's record: it survives its identity standing again at once,
+// and its delete lands before Shutdown returns.
+
+// heldDeletes holds each candidate-record delete on the client side (a
+// round trip), outside the fake's global lock, until hold(name) returns,
+// and counts those that went through.
+type heldDeletes struct {
 	*fake.Clientset
-	d      time.Duration
-	landed *atomic.Int64
+	hold   func(name string)
+	landed *atomic.Int32
 }
 
-func (c slowDeletes) CoordinationV1() coordclient.CoordinationV1Interface {
-	return slowDeletesCoord{c.Clientset.CoordinationV1(), c}
+func (c heldDeletes) CoordinationV1() coordclient.CoordinationV1Interface {
+	return heldDeletesCoord{c.Clientset.CoordinationV1(), c}
 }
 
-type slowDeletesCoord struct {
+type heldDeletesCoord struct {
 	coordclient.CoordinationV1Interface
-	c slowDeletes
+	c heldDeletes
 }
 
-func (s slowDeletesCoord) Leases(ns string) coordclient.LeaseInterface {
-	return slowDeletesLeases{s.CoordinationV1Interface.Leases(ns), s.c}
+func (s heldDeletesCoord) Leases(ns string) coordclient.LeaseInterface {
+	return heldDeletesLeases{s.CoordinationV1Interface.Leases(ns), s.c}
 }
 
-type slowDeletesLeases struct {
+type heldDeletesLeases struct {
 	coordclient.LeaseInterface
-	c slowDeletes
+	c heldDeletes
 }
 
-func (l slowDeletesLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
-	if strings.Contains(name, "-candidate-") {
-		time.Sleep(l.c.d)
+func (l heldDeletesLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if !strings.Contains(name, "-candidate-") {
+		return l.LeaseInterface.Delete(ctx, name, opts)
 	}
+	l.c.hold(name)
 	err := l.LeaseInterface.Delete(ctx, name, opts)
-	if strings.Contains(name, "-candidate-") && l.c.landed != nil {
-		l.c.landed.Store(time.Now().UnixNano())
-	}
+	l.c.landed.Add(1)
 	return err
 }
 
@@ -63,7 +65,22 @@ func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
 	enforceResourceVersions(fc)
-	client := slowDeletes{Clientset: fc, d: 100 * time.Millisecond}
+	record := func() string { // the resourceVersion of a's record, "" when there is none
+		l, err := fc.CoordinationV1().Leases("ns").Get(context.Background(), candidateRecordName("l", "a"), metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return l.ResourceVersion
+	}
+	// The ended election's delete of a's record lands last: after the
+	// new election's put.
+	var landed atomic.Int32
+	client := heldDeletes{Clientset: fc, landed: &landed, hold: func(name string) {
+		if name == candidateRecordName("l", "a") && landed.Load() == 0 {
+			old := record()
+			waitUntil(10*time.Second, func() bool { rv := record(); return rv != "" && rv != old })
+		}
+	}}
 	x, am := process(t, client), process(t, client)
 	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
 	if err != nil {
@@ -87,12 +104,12 @@ func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second)
+	eventually(t, 15*time.Second, "the ended election's record delete, after the new put", func() bool { return landed.Load() > 0 })
 	cs, err := x.Candidates("ns", "l")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("candidates a second after a stood again (a campaigning: %v): %+v", !ea2.Ended(), cs)
+	t.Logf("candidates once the old delete landed after a stood again (a campaigning: %v): %+v", !ea2.Ended(), cs)
 	err = x.HandOff("ns", "l", "a", time.Second)
 	t.Logf("HandOff to the campaigning a = %v", err)
 	if !(!errors.Is(err, errTargetNotSeen)) {
@@ -106,8 +123,11 @@ func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 // (10 min) and can be picked as a hand-off target.
 func TestHandOffRegressionShutdownWaitsForTheRecordDelete(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
-	var landed atomic.Int64
-	client := slowDeletes{Clientset: fake.NewClientset(), d: 200 * time.Millisecond, landed: &landed}
+	// The delete lands once Shutdown waits for it (never, if it does not).
+	var landed atomic.Int32
+	client := heldDeletes{Clientset: fake.NewClientset(), landed: &landed, hold: func(string) {
+		waitUntil(10*time.Second, func() bool { return waitingIn("(*Manager).Shutdown.") > 0 })
+	}}
 	m := process(t, client)
 	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
 	if err != nil {
@@ -123,11 +143,8 @@ func TestHandOffRegressionShutdownWaitsForTheRecordDelete(t *testing.T) {
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	returned := time.Now().UnixNano()
 	pending := landed.Load() == 0
-	time.Sleep(500 * time.Millisecond)
-	t.Logf("record delete landed when Shutdown returned: %v; landed %v after it", !pending,
-		time.Duration(landed.Load()-returned))
+	t.Logf("record delete landed when Shutdown returned: %v", !pending)
 	if !(!pending) {
 		t.Fatal("regression (review 2)")
 	}

@@ -1,9 +1,13 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 )
+
+// Hand-offs in a loop among three hosts, with request latency: never two
+// leaders, and every term's token greater.
 
 // withLatency delays Lease writes before (request) and after (response) they
 // land, up to max each.
@@ -57,8 +64,9 @@ func (l latencyLeases) Patch(ctx context.Context, name string, pt types.PatchTyp
 
 // Soundness probe (passes when nothing is wrong): hand-offs in a loop among
 // three hosts, with request and response latencies (renewals pipelined and
-// landing late), compare-and-swap enforced; a monitor checks that no two
-// hosts lead at once and that every new term has a greater token.
+// landing late), compare-and-swap enforced; as each host's term starts,
+// a check that no other host leads, and at the end one that every term's
+// token is greater than the one before.
 func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 	t.Parallel() // own fake API server and Managers; waits, mostly
 	fc := fake.NewClientset()
@@ -66,59 +74,51 @@ func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 	client := withLatency{Clientset: fc, max: 40 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var hosts []*standingHost
-	for _, id := range []string{"a", "b", "c"} {
-		h := &standingHost{m: process(t, client), id: id, delay: 150 * time.Millisecond}
-		hosts = append(hosts, h)
-		go h.run(ctx)
+	type term struct {
+		token, rv int64 // rv: of a write of the term, which orders the terms
 	}
+	var mu sync.Mutex
+	var terms []term
 	violations := make(chan string, 10)
-	go func() {
-		type term struct {
-			e   *Election
-			tok int64
-		}
-		var last term
-		for ctx.Err() == nil {
-			n := 0
-			for _, h := range hosts {
-				h.mu.Lock()
-				e := h.cur
-				h.mu.Unlock()
-				if e == nil {
-					continue
-				}
-				if ok, tok, _ := e.IsLeader(); ok {
-					n++
-					if e != last.e {
-						if tok <= last.tok {
-							violations <- "token did not increase"
-						}
-						last = term{e, tok}
-					}
-				}
-			}
-			if n > 1 {
-				violations <- "two leaders at once"
-			}
-			time.Sleep(200 * time.Microsecond)
-		}
-	}()
-	handed, failed := 0, 0
-	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); {
-		var leader *standingHost
+	var hosts []*standingHost
+	leading := func() (n int, leader *standingHost) {
 		for _, h := range hosts {
 			if h.leads() {
-				leader = h
+				n, leader = n+1, h
 			}
 		}
-		if leader == nil {
-			time.Sleep(10 * time.Millisecond)
-			continue
+		return n, leader
+	}
+	elected := func(e *Election) { // a term starts: two leaders at once can only begin now
+		if n, _ := leading(); n > 1 {
+			select {
+			case violations <- "two leaders at once":
+			default:
+			}
 		}
-		to := hosts[rand.N(len(hosts))]
-		if to == leader {
-			continue
+		e.mu.Lock()
+		rv, _ := strconv.ParseInt(e.written.ResourceVersion, 10, 64)
+		tm := term{e.token, rv}
+		e.mu.Unlock()
+		mu.Lock()
+		terms = append(terms, tm)
+		mu.Unlock()
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		hosts = append(hosts, &standingHost{t: t, m: process(t, client), id: id, awaitRecordDelete: true, onElected: elected})
+	}
+	for _, h := range hosts {
+		go h.run(ctx)
+	}
+	handed, failed := 0, 0
+	for attempt := 0; handed < 40 && attempt < 200; attempt++ {
+		var leader *standingHost
+		if !waitUntil(10*time.Second, func() bool { _, leader = leading(); return leader != nil }) {
+			t.Fatalf("no leader for 10 s (after %d hand-offs, %d failed)", handed, failed)
+		}
+		to := leader
+		for to == leader {
+			to = hosts[rand.N(len(hosts))]
 		}
 		if err := leader.m.HandOff("ns", "l", to.id, time.Second); err != nil {
 			failed++
@@ -130,10 +130,18 @@ func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 		}
 	}
 	cancel()
-	t.Logf("hand-offs: %d done, %d failed", handed, failed)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("hand-offs: %d done, %d failed; %d terms", handed, failed, len(terms))
 	select {
 	case v := <-violations:
 		t.Fatal(v)
 	default:
+	}
+	slices.SortFunc(terms, func(a, b term) int { return cmp.Compare(a.rv, b.rv) })
+	for i := 1; i < len(terms); i++ {
+		if terms[i].token <= terms[i-1].token {
+			t.Fatalf("token did not increase: term at rv %d has token %d after token %d", terms[i].rv, terms[i].token, terms[i-1].token)
+		}
 	}
 }

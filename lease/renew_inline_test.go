@@ -1,0 +1,158 @@
+package lease
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// Renewals on the leader's own goroutine (renewInline), and the cut after
+// which one unanswered is replaced on a worker: a cancel sends none after
+// it, a refusal answered late is a refusal, and a latency that sets in
+// suddenly costs no leadership.
+
+// delayedPatches answers every renewal (PATCH) after delay, or its
+// context's end.
+type delayedPatches struct {
+	coordclient.LeaseInterface
+	delay atomic.Int64
+}
+
+func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	select {
+	case <-time.After(time.Duration(d.delay.Load())):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return d.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// startLeading makes "me" lead ns/l on leases, by clk.
+func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.Clock) *Election {
+	t.Helper()
+	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clk, &leaseStats{}, func() bool { return false })
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// heldPatch holds the first renewal (PATCH) until proceed is closed,
+// ignoring its context as a response already on its way would, and
+// answers the others at once; it counts those begun, and those begun after
+// stopped.
+type heldPatch struct {
+	coordclient.LeaseInterface
+	proceed            chan struct{}
+	started, afterStop atomic.Int32
+	stopped            atomic.Bool
+}
+
+func (h *heldPatch) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if h.stopped.Load() {
+		h.afterStop.Add(1)
+	}
+	if h.started.Add(1) == 1 {
+		<-h.proceed
+	}
+	return h.LeaseInterface.Patch(context.WithoutCancel(ctx), name, pt, data, opts, sub...)
+}
+
+// A cancel that waits for a renewal answered after more than a retry
+// period (the renew timer fired meanwhile) sends no renewal after it: the
+// leader used to pick the due renewal over the cancel half the time.
+func TestNoRenewalAfterCancel(t *testing.T) {
+	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
+	for trial := range 10 {
+		leases := &heldPatch{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), proceed: make(chan struct{})}
+		clk := clocktesting.NewFakeClock(time.Now())
+		e := startLeading(t, leases, timing, clk)
+		awaitWaiters(t, clk, 2) // the renew timer and the deadline
+		clk.Step(timing.RetryPeriod)
+		eventually(t, 5*time.Second, "a renewal begun", func() bool { return leases.started.Load() == 1 })
+		clk.Step(timing.RetryPeriod) // past a retry period: the renew timer fires meanwhile
+		leases.stopped.Store(true)
+		cancelled := make(chan error, 1)
+		go func() { cancelled <- e.Cancel() }()
+		eventually(t, 5*time.Second, "Cancel waiting for the renewal", func() bool { return e.ctx.Err() != nil })
+		close(leases.proceed)
+		receive(t, cancelled, 5*time.Second, "Cancel returning once the renewal was answered")
+		// A renewal sent by then is on a worker: let it reach the server.
+		eventually(t, 5*time.Second, "the renewal workers idle", func() bool { return busyUnder("(*workers).work") == 0 })
+		if a := leases.afterStop.Load(); a > 0 {
+			t.Fatalf("trial %d: %d renewal(s) sent after Cancel was called", trial, a)
+		}
+	}
+}
+
+// invalidLate refuses the first renewal as Invalid (the lease is no longer
+// as we hold it) once its context ended (on the leader's goroutine: at the
+// inline cut), as a response read just then would; later renewals are
+// never answered.
+type invalidLate struct {
+	coordclient.LeaseInterface
+	n atomic.Int32
+}
+
+func (s *invalidLate) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if s.n.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, apierrors.NewInvalid(schema.GroupKind{Group: "coordination.k8s.io", Kind: "Lease"}, name,
+			field.ErrorList{field.Invalid(field.NewPath("spec"), "", "test failed")})
+	}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An API server's refusal that comes back after the inline renewal's cut
+// is a refusal, not slowness: leadership ends at once.
+func TestARefusalAfterTheCutIsNotTakenForSlowness(t *testing.T) {
+	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 400 * time.Millisecond}
+	leases := &invalidLate{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+	e := startLeading(t, leases, timing, clock.RealClock{})
+	eventually(t, 5*time.Second, "the first renewal sent", func() bool { return leases.n.Load() >= 1 })
+	eventually(t, inlineCut(timing)+2*time.Second, "leadership ended by the refusal", func() bool {
+		ok, _, _ := e.IsLeader()
+		return !ok
+	})
+}
+
+// A latency that sets in suddenly after fast answers, and stays, costs no
+// leadership while the first slow renewal's replacement, sent at the cut,
+// is answered in time: L < renewDeadline - retryPeriod - inlineCut (2.25 s
+// at the fault suite's 4/3/0.5).
+func TestSuddenLatencyKeepsLeadership(t *testing.T) {
+	for _, latency := range []time.Duration{1500 * time.Millisecond, 1900 * time.Millisecond} {
+		t.Run(latency.String(), func(t *testing.T) {
+			t.Parallel()
+			leases := &delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+			eventually(t, 5*time.Second, "a few fast renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+			leases.delay.Store(int64(latency))
+			// 8 renewals answered after the latency set in: 5 s and more,
+			// beyond the renew deadline.
+			from := statsOf(e.stats).Election.Renewals
+			eventually(t, 30*time.Second, "8 renewals answered late", func() bool { return e.Ended() || statsOf(e.stats).Election.Renewals >= from+8 })
+			if e.Ended() {
+				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
+			}
+		})
+	}
+}
