@@ -338,17 +338,21 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  *     routes traffic back to itself.
  *   - K8sLeaseWaitElected[Id] returns after that write's first attempt:
  *     call this function before it, and the leader starts serving once the
- *     Service routes to it. Called while the election leads, the write
- *     goes out at once (this call does not wait for it).
+ *     Service routes to it. Called while the election leads (a free Lease
+ *     can be taken before this call), it writes at once and returns after
+ *     that first attempt (at most min(renewDeadline, 10 s)), so a
+ *     WaitElected after it still returns after the write.
  *   - A graceful end (K8sLeaseCancelElection[Id], K8sLeaseShutdown, a
  *     hand-off) withdraws the endpoint before the Lease is released; a loss
  *     withdraws it when the API server can be reached; the endpoint of a
  *     leader that died or was cut off stays until the next leader's write
  *     replaces it.
- *   - A failed write (RBAC, quota, no such Service) is retried with backoff
- *     (1 s to 30 s), logged, counted (k8s_lease_endpoint_writes_total,
- *     K8sLeaseStats) and reported as a Warning Event on the Lease; it never
- *     changes the election.
+ *   - A failed write (RBAC, quota, the API server unreachable) is retried
+ *     with backoff (1 s to 30 s), logged, counted
+ *     (k8s_lease_endpoint_writes_total, K8sLeaseStats) and reported as a
+ *     Warning Event on the Lease; it never changes the election. The
+ *     Service itself is not read (no RBAC on Services is needed): a slice
+ *     written before its Service exists is used once it does.
  * address is an IPv4 or IPv6 address the API server accepts in a slice
  * (not unspecified, loopback, link-local or multicast; no zone; an
  * IPv4-mapped IPv6 address is refused: write the IPv4 one); the slice's

@@ -62,9 +62,10 @@ type route struct {
 // PublishEndpoint makes the Service service in ns route to address:port
 // while the election on ns/name with that id (0: whichever runs) leads:
 // from its acquisition (WaitElected returns after the first write), until
-// it ends. Called on a leading election, the endpoint is written at once
-// (asynchronously). One endpoint per election: the same one again is a
-// no-op, another is ErrEndpointExists.
+// it ends. Called on a leading election, it writes the endpoint at once and
+// returns after that first attempt. One endpoint per election: the same
+// one again is a no-op, another is ErrEndpointExists. Failed writes are
+// retried and reported (logs, stats, Events), not returned.
 func (m *Manager) PublishEndpoint(ns, name string, id int64, ep Endpoint) error {
 	if err := ValidateKey(ns, name); err != nil {
 		return err
@@ -100,9 +101,17 @@ func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
 			old.Address, old.Port, old.Service, ep.Address, ep.Port, ep.Service)
 	}
 	e.route = &route{store: store, endpoint: ep}
-	if e.phase == phaseLeader {
-		e.startPublishingLocked(nil)
+	if e.phase != phaseLeader {
+		return nil
 	}
+	// It leads already (a free Lease can be taken before the host, which
+	// needs the id, gets here): the host's WaitElected may return at once,
+	// so this call waits for the first write in its place.
+	first := make(chan struct{})
+	e.startPublishingLocked(first)
+	e.mu.Unlock()
+	<-first
+	e.mu.Lock()
 	return nil
 }
 

@@ -309,3 +309,27 @@ func TestPublishEndpointArguments(t *testing.T) {
 		t.Errorf("after the election ended: %v; want ErrNoElection", err)
 	}
 }
+
+// A host calls PublishEndpoint after RunElectionWith (it needs the id): the
+// election may have acquired a free Lease meanwhile. The endpoint must
+// still be written before the host's WaitElected returns.
+func TestPublishEndpointOnALeaderReturnsAfterTheWrite(t *testing.T) {
+	routes := &fakeRoutes{log: &opLog{}}
+	leases := loggedLeases{fake.NewClientset().CoordinationV1().Leases("ns"), routes.log}
+	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	t.Cleanup(func() { _ = e.Cancel() })
+	e.start()
+	eventually(t, 5*time.Second, "elected", func() bool { ok, _, _ := e.IsLeader(); return ok })
+	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if published, _ := routes.calls(); len(published) != 1 {
+		t.Fatalf("PublishEndpoint on a leader returned after %d writes; want it to return after the first", len(published))
+	}
+	if _, err := e.WaitElected(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
