@@ -159,7 +159,7 @@ check-deps:
 # here in CI); a count never starts that deadline.
 FUZZTIME ?= 100000x
 FUZZ_PACKAGE := ./lease/internal/validate
-FUZZ_TARGETS := FuzzKey FuzzIdentity FuzzMillis FuzzSeconds FuzzPodLabelArguments FuzzLogLevel
+FUZZ_TARGETS := FuzzKey FuzzIdentity FuzzMillis FuzzSeconds FuzzPodLabelArguments FuzzLogLevel FuzzEndpoint
 unit: panic-unit fuzz
 	$(GO) test -race -count=1 ./...
 

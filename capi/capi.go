@@ -397,6 +397,21 @@ func isLeader(ns, leaseName *C.char, idField string, id int64, fencingToken, val
 	})
 }
 
+//export K8sLeasePublishEndpoint
+func K8sLeasePublishEndpoint(ns, leaseName *C.char, electionId C.longlong, service, address *C.char, port C.int, errMsg **C.char) C.int {
+	return export(errMsg, func() (int, error) {
+		if electionId <= 0 {
+			return -1, fmt.Errorf("%w: electionId: must be > 0, got %d", lease.ErrInvalidArgument, int64(electionId))
+		}
+		s, err := goStrings([]string{"ns", "leaseName", "service", "address"}, ns, leaseName, service, address)
+		if err != nil {
+			return -1, err
+		}
+		ep := lease.Endpoint{Service: s[2], Address: s[3], Port: int(port)}
+		return 0, lib.PublishEndpoint(s[0], s[1], int64(electionId), ep)
+	})
+}
+
 //export K8sLeaseGetHolder
 func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, fencingToken *C.longlong, errMsg **C.char) C.int {
 	if holderIdentity != nil {

@@ -60,6 +60,7 @@ extern int K8sLeaseHandOff(char* ns, char* leaseName, char* toIdentity, long lon
 extern int K8sLeaseRunElectionWith(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char* version, int priority, int policy, long long* electionId, char** errMsg);
 extern int K8sLeaseCandidates(char* ns, char* leaseName, char** candidatesJson, char** errMsg);
 extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
+extern int K8sLeasePublishEndpoint(char* ns, char* leaseName, long long electionId, char* service, char* address, int port, char** errMsg);
 extern int K8sLeaseIsLeader(char* ns, char* leaseName, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseIsLeaderId(char* ns, char* leaseName, long long electionId, long long* fencingToken, long long* validForMs, char** errMsg);
 extern int K8sLeaseGetHolder(char* ns, char* leaseName, char** holderIdentity, long long* fencingToken, char** errMsg);

@@ -5,7 +5,15 @@
 // Standbys follow the holder with a watch. SIGTERM steps down gracefully
 // (the lease is released, so a standby takes over at once).
 //
+// Leader-only routing without the label: with LEADER_SERVICE set (a
+// selector-less Service with one unnamed port, deploy/service.yaml), every
+// candidacy publishes POD_IP:SERVICE_PORT (default 7000, the port it serves
+// on) as that Service's one endpoint before it waits to be elected, so the
+// Service routes to this replica by the time WaitElected returns, and to
+// nobody else; the library withdraws it when the replica steps down.
+//
 // usage: ha_server NAMESPACE LEASE IDENTITY POD [LEASE_S RENEW_MS RETRY_MS]
+//   env: LEADER_SERVICE, POD_IP, SERVICE_PORT (all optional)
 //
 // Each event is one line on stdout, for people and for the demo driver:
 //   <CLOCK_MONOTONIC ms> <identity> <event> [key=value ...]
@@ -18,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -80,6 +89,24 @@ bool Serve(const k8s_lease::Election& election) {
   }
 }
 
+// The endpoint to publish while leading, from the environment: none
+// without LEADER_SERVICE.
+struct Route {
+  std::string service, address;
+  int port = 7000;
+};
+
+std::optional<Route> RouteFromEnv() {
+  const char* service = getenv("LEADER_SERVICE");
+  if (!service || !*service) return std::nullopt;
+  Route r;
+  r.service = service;
+  const char* ip = getenv("POD_IP");
+  r.address = ip ? ip : "";  // the library refuses an empty or malformed one
+  if (const char* port = getenv("SERVICE_PORT")) r.port = atoi(port);
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +122,7 @@ int main(int argc, char** argv) {
     timing.renew_deadline = std::chrono::milliseconds(atoll(argv[6]));
     timing.retry_period = std::chrono::milliseconds(atoll(argv[7]));
   }
+  const std::optional<Route> route = RouteFromEnv();
   InstallSigterm();
   try {
     k8s_lease::Init();
@@ -116,7 +144,11 @@ int main(int argc, char** argv) {
     Label(ns, pod, false);  // a label left by a crashed predecessor in this Pod
     while (!g_stop) {
       k8s_lease::Election election(ns, lease, g_identity, timing);
-      Event("campaigning");
+      // Before WaitElected: it then returns only after the first write of
+      // the endpoint (a bad argument throws, and the server exits).
+      if (route) election.PublishEndpoint(route->service, route->address, route->port);
+      Event("campaigning", route ? "service=" + route->service + " address=" + route->address + " port=" + std::to_string(route->port)
+                                 : "");
       std::string why;
       std::optional<long long> token = election.WaitElected(std::chrono::hours(24 * 365), &why);
       if (!token) continue;  // cancelled by SIGTERM, or lost at once: campaign again

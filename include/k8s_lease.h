@@ -19,7 +19,8 @@
  *   2. Elect     K8sLeaseRunElectionWith (the general one); K8sLeaseRunElection,
  *                K8sLeaseRunElectionMs, K8sLeaseRunElectionMsId (conveniences)
  *   3. Wait      K8sLeaseWaitElected[Id], K8sLeaseWaitLost[Id]
- *   4. Lead      K8sLeaseIsLeader[Id], K8sPatchPodLabel, K8sRemovePodLabel
+ *   4. Lead      K8sLeaseIsLeader[Id], K8sLeasePublishEndpoint,
+ *                K8sPatchPodLabel, K8sRemovePodLabel
  *   5. Cancel    K8sLeaseCancelElection[Id], K8sLeaseShutdown
  *   6. Observe   K8sLeaseGetHolder; holder watches: K8sLeaseWatchHolder[Id],
  *                K8sLeaseCancelWatch[Id]
@@ -320,6 +321,48 @@ int K8sLeaseIsLeader(const char* ns, const char* leaseName, long long* fencingTo
  * K8sLeaseWaitElectedId. */
 int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long electionId, long long* fencingToken, long long* validForMs,
                        char** errMsg);
+
+/*
+ * K8sLeasePublishEndpoint - route the selector-less Service `service` in ns
+ * to address:port while the election electionId (> 0, from
+ * K8sLeaseRunElectionWith or K8sLeaseRunElectionMsId) on ns/leaseName
+ * leads. The Service then has exactly one endpoint, the leader's, in an
+ * EndpointSlice named "<service>-leader" that the library manages
+ * (labels kubernetes.io/service-name=<service> and
+ * endpointslice.kubernetes.io/managed-by=leader-endpoint.k8s-lease.io; its
+ * one port has no name, protocol TCP: give the Service one unnamed port).
+ *   - The new leader writes it right after acquiring the Lease, on a thread
+ *     of the library's (renewals never wait for it), by compare-and-swap,
+ *     with its fencing token on the slice: a slice carrying a higher token
+ *     is never replaced, so a predecessor that resumes or reconnects never
+ *     routes traffic back to itself.
+ *   - K8sLeaseWaitElected[Id] returns after that write's first attempt:
+ *     call this function before it, and the leader starts serving once the
+ *     Service routes to it. Called while the election leads (a free Lease
+ *     can be taken before this call), it writes at once and returns after
+ *     that first attempt (at most min(renewDeadline, 10 s)), so a
+ *     WaitElected after it still returns after the write.
+ *   - A graceful end (K8sLeaseCancelElection[Id], K8sLeaseShutdown, a
+ *     hand-off) withdraws the endpoint before the Lease is released; a loss
+ *     withdraws it when the API server can be reached; the endpoint of a
+ *     leader that died or was cut off stays until the next leader's write
+ *     replaces it.
+ *   - A failed write (RBAC, quota, the API server unreachable) is retried
+ *     with backoff (1 s to 30 s), logged, counted
+ *     (k8s_lease_endpoint_writes_total, K8sLeaseStats) and reported as a
+ *     Warning Event on the Lease; it never changes the election. The
+ *     Service itself is not read (no RBAC on Services is needed): a slice
+ *     written before its Service exists is used once it does.
+ * address is an IPv4 or IPv6 address the API server accepts in a slice
+ * (not unspecified, loopback, link-local or multicast; no zone; an
+ * IPv4-mapped IPv6 address is refused: write the IPv4 one); the slice's
+ * addressType follows it. port is 1..65535, service a DNS-1035 label. One endpoint per election:
+ * calling it again with the same arguments is a no-op.
+ * Returns 0, or -1 (bad argument, no such election or it ended, the
+ * election already publishes another endpoint).
+ */
+int K8sLeasePublishEndpoint(const char* ns, const char* leaseName, long long electionId, const char* service, const char* address,
+                            int port, char** errMsg);
 
 /*
  * K8sPatchPodLabel - set label labelKey=labelValue on Pod ns/podName with a

@@ -195,6 +195,16 @@ class Election {
                   "k8s_lease::HandOff");
   }
 
+  // PublishEndpoint routes the selector-less Service `service` to
+  // address:port while this election leads (see K8sLeasePublishEndpoint);
+  // call it before WaitElected. Throws on a bad argument.
+  void PublishEndpoint(const std::string& service, const std::string& address, int port) {
+    detail::Message m;
+    detail::check(K8sLeasePublishEndpoint(detail::c(ns_), detail::c(lease_), id_, service.c_str(), address.c_str(), port,
+                                          m.out()),
+                  m, "k8s_lease::PublishEndpoint");
+  }
+
   const std::string& ns() const { return ns_; }
   const std::string& lease() const { return lease_; }
   const std::string& identity() const { return identity_; }

@@ -334,6 +334,9 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
 	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
 	close(e.elected)
+	if !e.startPublishingLocked(e.routed) {
+		close(e.routed)
+	}
 	e.obs.pauseWhileLeading(e)
 	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)
 	return nil

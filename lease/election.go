@@ -46,7 +46,11 @@ type Election struct {
 	cancel  context.CancelFunc
 	runDone chan struct{}
 	elected chan struct{} // closed on becoming leader
-	ended   chan struct{} // closed when leadership or candidacy ends
+	// routed is closed once a new leader may serve: at the acquisition, or
+	// after the first write of its endpoint when it publishes one
+	// (endpoint.go). WaitElected waits for it.
+	routed chan struct{}
+	ended  chan struct{} // closed when leadership or candidacy ends
 
 	mu         sync.Mutex
 	phase      phase
@@ -75,6 +79,7 @@ type Election struct {
 	firstRounds    *gate
 	firstRoundOver func()
 	admitted       atomic.Bool // past firstRounds: it has sent or may send requests
+	route          *route      // the endpoint it publishes while it leads (endpoint.go); nil: none
 }
 
 func newIncarnation() string {
@@ -89,7 +94,7 @@ func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs 
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
 		leases: leases, obs: obs, clock: clk, onEnd: onEnd, stats: stats,
 		ctx: ctx, cancel: cancel, runDone: make(chan struct{}),
-		elected: make(chan struct{}), ended: make(chan struct{}),
+		elected: make(chan struct{}), routed: make(chan struct{}), ended: make(chan struct{}),
 	}
 }
 
@@ -108,6 +113,10 @@ func (e *Election) run() {
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
 	defer e.recordLoss() // after containPanic: a contained panic's end is recorded too
+	// Whatever ended the term (a cancel, a hand-off, a loss, a panic), its
+	// endpoint is withdrawn before the Lease is released or handed off:
+	// those wait for this goroutine.
+	defer e.withdrawEndpoint(e.endpointTimeout())
 	defer e.containPanic()
 	injectPanic("campaign")
 	started := e.clock.Now() // the campaign's time includes its wait for a place
@@ -216,7 +225,7 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	timer := e.clock.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-e.elected:
+	case <-e.routed:
 	case <-e.ended:
 	case <-timer.C():
 		// Being elected, or ending, at the same moment wins over the

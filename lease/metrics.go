@@ -19,6 +19,8 @@ type metricsSink interface {
 	APIError()
 	ObserverRequest()
 	WatchRestarted()
+	EndpointWritten() // the leader's endpoint written to its Service's slice (endpoint.go)
+	EndpointFailed()  // a write of the slice failed (it is retried)
 }
 
 // Metrics returns the library's metrics in the Prometheus text format: the

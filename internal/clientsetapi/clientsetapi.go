@@ -28,6 +28,10 @@ func (c clientset) LeaseCandidates(namespace string) kubeapi.LeaseCandidates {
 	return c.CoordinationV1beta1().LeaseCandidates(namespace)
 }
 
+func (c clientset) EndpointSlices(namespace string) kubeapi.EndpointSlices {
+	return endpointSlices{c.DiscoveryV1().EndpointSlices(namespace)}
+}
+
 func (c clientset) CreateEvent(ctx context.Context, ev *kubeapi.Event) error {
 	_, err := c.CoreV1().Events(ev.Namespace).Create(ctx, CoreEvent(ev), metav1.CreateOptions{})
 	return err

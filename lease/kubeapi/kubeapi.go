@@ -1,6 +1,6 @@
 // Package kubeapi is the part of the Kubernetes API that k8s-lease uses:
-// Leases, LeaseCandidates, Events, a merge patch on a Pod and one discovery
-// question, and nothing else.
+// Leases, LeaseCandidates, Events, the EndpointSlice of a leader's endpoint,
+// a merge patch on a Pod and one discovery question, and nothing else.
 //
 // Why not client-go's typed clientset: importing any of its typed clients
 // links k8s.io/client-go/kubernetes/scheme, which registers every built-in
@@ -8,7 +8,9 @@
 // OpenAPI and protobuf reflection). That is most of a 31 MB library and
 // several MB of heap at start in every process that loads it. The REST
 // client here knows only the coordination.k8s.io types it decodes; Events
-// and the Pod patch are written as JSON without core/v1 linked.
+// and the Pod patch are written as JSON without core/v1 linked, and
+// EndpointSlices are this package's own types, read and written as JSON
+// (k8s.io/api/discovery/v1 imports core/v1, so it is not linked either).
 //
 // client-go's typed LeaseInterface and LeaseCandidateInterface satisfy
 // Leases and LeaseCandidates as they are, so a clientset (a fake one in
@@ -17,6 +19,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -32,6 +35,8 @@ type Client interface {
 	// LeaseCandidates are coordination.k8s.io/v1beta1 LeaseCandidates in
 	// namespace (served only with the CoordinatedLeaderElection gate).
 	LeaseCandidates(namespace string) LeaseCandidates
+	// EndpointSlices are discovery.k8s.io/v1 EndpointSlices in namespace.
+	EndpointSlices(namespace string) EndpointSlices
 	// CreateEvent writes ev (a core/v1 Event) in its namespace.
 	CreateEvent(ctx context.Context, ev *Event) error
 	// PatchPod applies a JSON merge patch to a Pod.
@@ -67,6 +72,20 @@ type LeaseCandidates interface {
 	Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1beta1.LeaseCandidate, error)
 	List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1beta1.LeaseCandidateList, error)
 	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// EndpointSlices is what the library does with discovery.k8s.io/v1
+// EndpointSlices. Errors from the API server are *apierrors.StatusError, as
+// client-go's (apierrors.IsNotFound, IsConflict, IsAlreadyExists hold); the
+// object returned with an error is nil.
+type EndpointSlices interface {
+	Get(ctx context.Context, name string) (*EndpointSlice, error)
+	Create(ctx context.Context, s *EndpointSlice) (*EndpointSlice, error)
+	// Update replaces the slice s.Name; s.ResourceVersion, when set, makes
+	// it a compare-and-swap (a conflict when the slice changed since).
+	Update(ctx context.Context, s *EndpointSlice) (*EndpointSlice, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+	List(ctx context.Context, opts metav1.ListOptions) (*EndpointSliceList, error)
 }
 
 // Event is a core/v1 Event with the fields the library sets, under the same
@@ -109,4 +128,67 @@ type EventSource struct {
 const (
 	EventTypeNormal  = "Normal"
 	EventTypeWarning = "Warning"
+)
+
+// EndpointSlice is a discovery.k8s.io/v1 EndpointSlice with the fields the
+// library reads and writes, under the same JSON names. Fields it does not
+// know (an endpoint's hostname, zone, hints...) are dropped by a
+// read-modify-Update: the library only ever updates slices of its own.
+type EndpointSlice struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+
+	// AddressType is AddressTypeIPv4 or AddressTypeIPv6 (or "FQDN"); the
+	// API server refuses to change it.
+	AddressType string `json:"addressType"`
+	// Endpoints is never omitted: an empty list is sent as [] (MarshalJSON).
+	Endpoints []Endpoint     `json:"endpoints"`
+	Ports     []EndpointPort `json:"ports"`
+}
+
+// MarshalJSON writes a nil Endpoints as [], as an empty one.
+func (s EndpointSlice) MarshalJSON() ([]byte, error) {
+	type plain EndpointSlice // without this method
+	p := plain(s)
+	if p.Endpoints == nil {
+		p.Endpoints = []Endpoint{}
+	}
+	return json.Marshal(p)
+}
+
+// Endpoint is one endpoint of an EndpointSlice.
+type Endpoint struct {
+	Addresses  []string           `json:"addresses"`
+	Conditions EndpointConditions `json:"conditions,omitempty"`
+}
+
+// EndpointConditions are an endpoint's conditions; nil is unknown (kube-proxy
+// takes an unknown ready as ready).
+type EndpointConditions struct {
+	Ready       *bool `json:"ready,omitempty"`
+	Serving     *bool `json:"serving,omitempty"`
+	Terminating *bool `json:"terminating,omitempty"`
+}
+
+// EndpointPort is a port of an EndpointSlice. Name must be the name of the
+// Service's port ("" for a Service's one unnamed port); Protocol is a
+// core/v1 Protocol ("TCP", "UDP", "SCTP").
+type EndpointPort struct {
+	Name     *string `json:"name,omitempty"`
+	Protocol *string `json:"protocol,omitempty"`
+	Port     *int32  `json:"port,omitempty"`
+}
+
+// EndpointSliceList is a list of EndpointSlices.
+type EndpointSliceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []EndpointSlice `json:"items"`
+}
+
+// The address types of discovery.k8s.io/v1 that the library writes.
+const (
+	AddressTypeIPv4 = "IPv4"
+	AddressTypeIPv6 = "IPv6"
 )

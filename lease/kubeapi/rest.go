@@ -23,7 +23,7 @@ import (
 
 // scheme knows the types the library decodes: coordination.k8s.io v1 and
 // v1beta1, and metav1's options and Status (as client-go's own scheme
-// registers them, under the core group's "v1").
+// registers them, under the core group's "v1" and each group's version).
 var (
 	scheme         = runtime.NewScheme()
 	codecs         = serializer.NewCodecFactory(scheme)
@@ -32,6 +32,10 @@ var (
 
 func init() {
 	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
+	// The options and Status under discovery.k8s.io/v1, for the
+	// EndpointSlices' query parameters and DeleteOptions (the slices
+	// themselves are plain JSON: endpointSlices).
+	metav1.AddToGroupVersion(scheme, discoveryV1)
 	if err := coordinationv1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
@@ -41,18 +45,24 @@ func init() {
 }
 
 // restClient is a Client on client-go's REST client: one HTTP client (one
-// connection pool) shared by the three API paths it uses.
+// connection pool) shared by the four API paths it uses.
 type restClient struct {
 	pings            bool           // see FindsDeadConnections
 	coordination     rest.Interface // /apis/coordination.k8s.io/v1
 	coordinationBeta rest.Interface // /apis/coordination.k8s.io/v1beta1
+	discovery        rest.Interface // /apis/discovery.k8s.io/v1 (EndpointSlices, JSON)
 	core             rest.Interface // /api/v1 (Events, Pods)
 }
 
+// discoveryV1 is discovery.k8s.io/v1 (k8s.io/api/discovery/v1 is not
+// linked: see the package doc).
+var discoveryV1 = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
+
 // New returns a Client for cfg, which it does not modify. Timeouts and rate
-// limiting are cfg's (a QPS above 0 gives each of the three API paths a
+// limiting are cfg's (a QPS above 0 gives each of the four API paths a
 // limiter of its own; the library's NewClient turns client-side limiting
-// off). The coordination types speak protobuf whatever cfg.ContentType says.
+// off). The coordination types speak protobuf whatever cfg.ContentType says,
+// EndpointSlices JSON.
 func New(cfg *rest.Config) (Client, error) {
 	if cfg == nil {
 		return nil, errors.New("nil rest config")
@@ -61,15 +71,20 @@ func New(cfg *rest.Config) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	forGroup := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
+	forGroup := func(gv schema.GroupVersion, apiPath, contentType string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
-		if apiPath == "/apis" {
+		switch contentType {
+		case runtime.ContentTypeProtobuf:
 			// Built-in types speak protobuf: a renewal's answer (the whole
 			// Lease) decodes at a fraction of JSON's cost, which was the
 			// largest part of the library's CPU at 1000 elections. A
 			// patch's body stays JSON (its Content-Type is the patch type).
 			c.ContentType = runtime.ContentTypeProtobuf
 			c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+		case runtime.ContentTypeJSON:
+			// Types of this package's own, which have no protobuf form.
+			c.ContentType = runtime.ContentTypeJSON
+			c.AcceptContentTypes = runtime.ContentTypeJSON
 		}
 		c.GroupVersion = &gv
 		c.APIPath = apiPath
@@ -80,13 +95,16 @@ func New(cfg *rest.Config) (Client, error) {
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
 	rc := restClient{pings: pingsDeadConnections(cfg)}
-	if rc.coordination, err = forGroup(coordinationv1.SchemeGroupVersion, "/apis"); err != nil {
+	if rc.coordination, err = forGroup(coordinationv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf); err != nil {
 		return nil, err
 	}
-	if rc.coordinationBeta, err = forGroup(coordinationv1beta1.SchemeGroupVersion, "/apis"); err != nil {
+	if rc.coordinationBeta, err = forGroup(coordinationv1beta1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf); err != nil {
 		return nil, err
 	}
-	if rc.core, err = forGroup(schema.GroupVersion{Version: "v1"}, "/api"); err != nil {
+	if rc.discovery, err = forGroup(discoveryV1, "/apis", runtime.ContentTypeJSON); err != nil {
+		return nil, err
+	}
+	if rc.core, err = forGroup(schema.GroupVersion{Version: "v1"}, "/api", ""); err != nil {
 		return nil, err
 	}
 	return &rc, nil

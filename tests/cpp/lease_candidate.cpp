@@ -19,6 +19,7 @@
 //          [--hold MIN_MS-MAX_MS | --hold forever]
 //          [--pattern campaign | --pattern poll] [--pod NAME] [--handoff-to ID]
 //          [--version V] [--priority N] [--policy FLAGS] [--shutdown no]
+//          [--publish SERVICE=ADDRESS:PORT]
 //   --shutdown no exits without K8sLeaseShutdown, as a host written against
 //   the first API (which has no Shutdown) does: on SIGTERM, CancelElection,
 //   then _exit at once.
@@ -33,6 +34,12 @@
 //   Pod before calling anything else (no K8sLeaseInit first, as the master
 //   does), sets it to "leader" when elected and clears it on loss; a label
 //   call that fails is reported on stderr as "label error: ...".
+//   --publish routes the selector-less Service SERVICE to ADDRESS:PORT
+//   (an IPv6 address in brackets: [fd00::1]:8080) while this process leads:
+//   every candidacy calls K8sLeasePublishEndpoint for its election id right
+//   after starting it, before K8sLeaseWaitElected, so "elected" is logged
+//   only once WaitElected returned, i.e. after the first attempt to write
+//   the endpoint.
 #include <fcntl.h>
 #include <signal.h>
 #include <time.h>
@@ -70,6 +77,9 @@ struct Options {
   int priority = 0;        // --priority
   int policy = 0;          // --policy: K8S_LEASE_POLICY_* flags
   std::string pod;
+  // --publish SERVICE=ADDRESS:PORT (publish_service empty: none)
+  std::string publish_service, publish_address;
+  int publish_port = 0;
 };
 
 int g_log_fd = -1;
@@ -164,6 +174,31 @@ void OnSigterm(int) {
 
 bool ParseRange(const char* s, long long* a, long long* b) { return sscanf(s, "%lld-%lld", a, b) == 2 && *a >= 0 && *b >= *a; }
 
+// SERVICE=ADDRESS:PORT, or SERVICE=[IPV6]:PORT. The library checks the
+// names and the address itself; this only splits them.
+bool ParsePublish(const std::string& v, Options* o) {
+  size_t eq = v.find('=');
+  if (eq == std::string::npos || eq == 0) return false;
+  std::string hostport = v.substr(eq + 1), port;
+  if (!hostport.empty() && hostport[0] == '[') {
+    size_t close = hostport.find(']');
+    if (close == std::string::npos || close + 1 >= hostport.size() || hostport[close + 1] != ':') return false;
+    o->publish_address = hostport.substr(1, close - 1);
+    port = hostport.substr(close + 2);
+  } else {
+    size_t colon = hostport.find(':');
+    if (colon == std::string::npos || hostport.find(':', colon + 1) != std::string::npos) return false;
+    o->publish_address = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long n = port.empty() ? 0 : strtol(port.c_str(), &end, 10);
+  if (port.empty() || *end != '\0' || n < 1 || n > 65535 || o->publish_address.empty()) return false;
+  o->publish_service = v.substr(0, eq);
+  o->publish_port = (int)n;
+  return true;
+}
+
 bool ParseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
@@ -184,6 +219,8 @@ bool ParseArgs(int argc, char** argv, Options* o) {
       else if (std::string(v) != "campaign") return false;
     } else if (k == "--pod") {
       o->pod = v;
+    } else if (k == "--publish") {
+      if (!ParsePublish(v, o)) return false;
     } else if (k == "--shutdown") {
       if (std::string(v) == "no") o->shutdown = false;
       else if (std::string(v) != "yes") return false;
@@ -316,10 +353,22 @@ class Candidate {
 
   const char* Ns() { return o_.ns.c_str(); }
 
-  // Starts a candidacy, with the version, priority and policy given.
+  // Starts a candidacy, with the version, priority and policy given, and
+  // its endpoint (--publish) before anyone waits for it to be elected. A
+  // candidacy whose endpoint is refused is cancelled: the run fails.
   int Run(char** err) {
-    return K8sLeaseRunElectionWith(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms,
-                                   o_.version.empty() ? nullptr : o_.version.c_str(), o_.priority, o_.policy, nullptr, err);
+    long long id = 0;
+    if (K8sLeaseRunElectionWith(Ns(), Lease(), o_.identity.c_str(), o_.lease_ms, o_.renew_ms, o_.retry_ms,
+                                o_.version.empty() ? nullptr : o_.version.c_str(), o_.priority, o_.policy, &id, err) != 0) {
+      return -1;
+    }
+    if (o_.publish_service.empty() ||
+        K8sLeasePublishEndpoint(Ns(), Lease(), id, o_.publish_service.c_str(), o_.publish_address.c_str(), o_.publish_port,
+                                err) == 0) {
+      return 0;
+    }
+    K8sLeaseCancelElectionId(Ns(), Lease(), id, nullptr);
+    return -1;
   }
   const char* Lease() { return o_.lease.c_str(); }
 
@@ -439,7 +488,7 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: %s --namespace NS --lease NAME --identity ID --log FILE [--seconds N]"
             " [--timing LEASE_MS,RENEW_MS,RETRY_MS] [--hold MIN_MS-MAX_MS|forever]"
-            " [--pattern campaign|poll] [--pod NAME]\n",
+            " [--pattern campaign|poll] [--pod NAME] [--publish SERVICE=ADDRESS:PORT]\n",
             argv[0]);
     return 2;
   }

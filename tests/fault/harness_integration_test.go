@@ -86,6 +86,9 @@ type candOpts struct {
 	policy   int
 	// noShutdown: exit without K8sLeaseShutdown (lease_candidate --shutdown no).
 	noShutdown bool
+	// publish: "SERVICE=ADDRESS:PORT", the endpoint each candidacy publishes
+	// (lease_candidate --publish).
+	publish string
 }
 
 // start launches a candidate with identity id.
@@ -122,6 +125,9 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	}
 	if o.noShutdown {
 		args = append(args, "--shutdown", "no")
+	}
+	if o.publish != "" {
+		args = append(args, "--publish", o.publish)
 	}
 	if o.priority != 0 || o.policy != 0 {
 		args = append(args, "--priority", strconv.Itoa(o.priority), "--policy", strconv.Itoa(o.policy))

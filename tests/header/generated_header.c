@@ -47,6 +47,7 @@ struct k8s_lease_functions {
   int (*wait_elected_id)(char*, char*, long long, int, long long*, char**);
   int (*wait_lost_id)(char*, char*, long long, char**);
   int (*is_leader_id)(char*, char*, long long, long long*, long long*, char**);
+  int (*publish_endpoint)(char*, char*, long long, char*, char*, int, char**);
 #ifndef K8S_LEASE_CHECK_CAPI
   int (*standalone)(void); /* the standalone library's own export */
 #endif
@@ -59,6 +60,7 @@ int main(void) {
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
       K8sLeaseStats,     K8sLeaseMetrics,     K8sLeaseHandOff,     K8sLeaseRunElectionWith, K8sLeaseCandidates, K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
       K8sLeaseWatchHolderId, K8sLeaseCancelWatchId, K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId,
+      K8sLeasePublishEndpoint,
 #ifndef K8S_LEASE_CHECK_CAPI
       K8sLeaseStandalone,
 #endif

@@ -42,6 +42,8 @@ type LeaseCounters struct {
 	watchesStarted   atomic.Int64
 	conflicts        atomic.Int64 // acquisitions refused with 409 (another writer was first)
 	handOffs         atomic.Int64 // terms ended by handing the lease to a chosen candidate
+	endpointWrites   atomic.Int64 // the leader's endpoint written to its Service's slice
+	endpointFailures atomic.Int64 // writes of the slice that failed
 	renewLatency     histogram    // requestBuckets
 	campaignTime     histogram    // campaignBuckets: start of candidacy to elected
 	acquireTime      histogram    // requestBuckets: lease judged free to held
@@ -58,6 +60,8 @@ func (s *LeaseCounters) Conflict()        { s.conflicts.Add(1) }
 func (s *LeaseCounters) RenewFailed()     { s.renewErrors.Add(1) }
 func (s *LeaseCounters) Released()        { s.releases.Add(1) }
 func (s *LeaseCounters) HandedOff()       { s.handOffs.Add(1) }
+func (s *LeaseCounters) EndpointWritten() { s.endpointWrites.Add(1) }
+func (s *LeaseCounters) EndpointFailed()  { s.endpointFailures.Add(1) }
 
 // UnusedByElectionsAndWatches: only GetHolder ever asked about this lease.
 func (s *LeaseCounters) UnusedByElectionsAndWatches() bool {
@@ -126,9 +130,13 @@ type ElectionStats struct {
 	RenewErrors  int64            `json:"renew_errors"`
 	APIErrors    int64            `json:"api_errors"`
 	Conflicts    int64            `json:"conflicts"`
-	RenewLastMs  float64          `json:"renew_latency_last_ms"`
-	RenewMaxMs   float64          `json:"renew_latency_max_ms"`
-	RenewMeanMs  float64          `json:"renew_latency_mean_ms"`
+	// EndpointWrites and EndpointFailures count the writes of the
+	// leader's endpoint (K8sLeasePublishEndpoint) that landed and failed.
+	EndpointWrites   int64   `json:"endpoint_writes"`
+	EndpointFailures int64   `json:"endpoint_failures"`
+	RenewLastMs      float64 `json:"renew_latency_last_ms"`
+	RenewMaxMs       float64 `json:"renew_latency_max_ms"`
+	RenewMeanMs      float64 `json:"renew_latency_mean_ms"`
 	// LastAPIError is the last error an API request of the running (or
 	// last) election met: why a candidate is not elected, for instance.
 	LastAPIError string `json:"last_api_error,omitempty"`
@@ -141,6 +149,7 @@ func (s *LeaseCounters) Stats(namespace, name string) LeaseStats {
 	renewals := s.renewals.Load()
 	es := &ElectionStats{Acquisitions: s.acquisitions.Load(), Releases: s.releases.Load(), HandOffs: s.handOffs.Load(), Renewals: renewals,
 		RenewErrors: s.renewErrors.Load(), APIErrors: s.apiErrors.Load(), Conflicts: s.conflicts.Load(),
+		EndpointWrites: s.endpointWrites.Load(), EndpointFailures: s.endpointFailures.Load(),
 		RenewLastMs: ms(s.renewNanosLast.Load()), RenewMaxMs: ms(s.renewNanosMax.Load()),
 		Losses: map[string]int64{LostRenewDeadline: s.lossDeadline.Load(), LostDeleted: s.lossDeleted.Load(),
 			LostTaken: s.lossTaken.Load(), LostEdited: s.lossEdited.Load()}}

@@ -105,6 +105,14 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 			p.sample("k8s_lease_conflicts_total", float64(l.Counters.conflicts.Load()), "name", l.Name)
 		}
 	}
+	p.family("k8s_lease_endpoint_writes_total", "counter",
+		"Writes of the leader's endpoint to its Service's EndpointSlice (K8sLeasePublishEndpoint), by result (success, error).")
+	for _, l := range leases {
+		if l.elected() {
+			p.sample("k8s_lease_endpoint_writes_total", float64(l.Counters.endpointWrites.Load()), "name", l.Name, "result", "success")
+			p.sample("k8s_lease_endpoint_writes_total", float64(l.Counters.endpointFailures.Load()), "name", l.Name, "result", "error")
+		}
+	}
 	p.family("k8s_lease_watch_restarts_total", "counter", "Times the list-and-watch of the lease was restarted after an error.")
 	for _, l := range leases {
 		p.sample("k8s_lease_watch_restarts_total", float64(l.Counters.watchRestarts.Load()), "name", l.Name)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -195,4 +196,84 @@ func LogLevel(level, highest int) error {
 		return Invalid("log level: must be 0..%d, got %d", highest, level)
 	}
 	return nil
+}
+
+// Endpoint checks a leader's published endpoint: service, the name of a
+// Service (a DNS-1035 label: lowercase alphanumerics and '-', starting with
+// a letter, at most 63 characters); address, an IPv4 address in dotted
+// decimal or an IPv6 address; port, 1..65535.
+//
+// The address must be one an EndpointSlice may list and a client can reach:
+// no zone (fe80::1%eth0), not unspecified (0.0.0.0, ::), not multicast, and,
+// as the API server refuses them in a slice, not loopback (127.0.0.0/8,
+// ::1) nor link-local (169.254.0.0/16, fe80::/10). An IPv4-mapped IPv6
+// address (::ffff:10.0.0.1) is refused, not normalized: written so it is an
+// IPv4 endpoint in an IPv6 slice, which an IPv4-only node cannot route; the
+// caller writes 10.0.0.1. An accepted address may be in any form netip
+// reads (2001:DB8::1); the slice lists its canonical form (netip's String).
+func Endpoint(service, address string, port int) error {
+	if err := Service(service); err != nil {
+		return err
+	}
+	if _, err := EndpointAddress(address); err != nil {
+		return err
+	}
+	if port < 1 || port > math.MaxUint16 {
+		return Invalid("port: must be 1..65535, got %d", port)
+	}
+	return nil
+}
+
+// Service checks the name of a Service: a DNS-1035 label.
+func Service(service string) error {
+	if service == "" {
+		return Invalid("service: must not be empty")
+	}
+	if errs := validation.IsDNS1035Label(service); len(errs) > 0 {
+		return Invalid("service %s: must be a Service name (DNS-1035 label): %s", Clip(service), errs[0])
+	}
+	return nil
+}
+
+// EndpointAddress parses an endpoint's address under Endpoint's rules.
+func EndpointAddress(address string) (netip.Addr, error) {
+	if address == "" {
+		return netip.Addr{}, Invalid("address: must not be empty")
+	}
+	a, err := netip.ParseAddr(address)
+	if err != nil {
+		return netip.Addr{}, Invalid("address %s: must be an IPv4 or IPv6 address", Clip(address))
+	}
+	var rule string
+	switch {
+	case a.Zone() != "":
+		rule = "must not have a zone"
+	case a.Is4In6():
+		rule = "must not be an IPv4-mapped IPv6 address (write the IPv4 address)"
+	case a.IsUnspecified():
+		rule = "must not be unspecified"
+	case a.IsMulticast():
+		rule = "must not be a multicast address"
+	case a.IsLoopback():
+		rule = "must not be a loopback address"
+	case a.IsLinkLocalUnicast():
+		rule = "must not be a link-local address"
+	default:
+		return a, nil
+	}
+	return netip.Addr{}, Invalid("address %s: %s", Clip(address), rule)
+}
+
+// AddressType is the EndpointSlice addressType of an address Endpoint
+// accepts: "IPv4" or "IPv6"; "" for what is not an IP address.
+func AddressType(address string) string {
+	a, err := netip.ParseAddr(address)
+	switch {
+	case err != nil:
+		return ""
+	case a.Is4():
+		return "IPv4"
+	default:
+		return "IPv6"
+	}
 }

@@ -3,6 +3,7 @@ package validate
 import (
 	"errors"
 	"math"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -175,6 +176,64 @@ func FuzzLogLevel(f *testing.F) {
 		}
 		if err != nil {
 			refused(t, err, "log level")
+		}
+	})
+}
+
+var serviceName = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+
+// endpointAddressOK is Endpoint's address rule on net.IP's reading (no
+// zones there): IPv4-mapped is a 16-byte form written with a colon.
+func endpointAddressOK(s string) bool {
+	ip := net.ParseIP(s)
+	return ip != nil && !(strings.Contains(s, ":") && ip.To4() != nil) &&
+		!ip.IsUnspecified() && !ip.IsMulticast() && !ip.IsLoopback() && !ip.IsLinkLocalUnicast()
+}
+
+func FuzzEndpoint(f *testing.F) {
+	for _, s := range []struct {
+		service, address string
+		port             int
+	}{
+		{"db", "10.0.0.1", 5432}, {"db-primary", "2001:db8::1", 1}, {"a", "2001:DB8:0:0::0:1", 65535},
+		{"", "10.0.0.1", 80}, {"1db", "10.0.0.1", 80}, {"db-", "10.0.0.1", 80}, {"Db", "10.0.0.1", 80},
+		{strings.Repeat("a", 64), "10.0.0.1", 80}, {"db", "", 80}, {"db", "010.0.0.1", 80}, {"db", "10.0.0.1:80", 80},
+		{"db", "fe80::1%eth0", 80}, {"db", "::ffff:10.0.0.1", 80}, {"db", "0.0.0.0", 80}, {"db", "::", 80},
+		{"db", "224.0.0.1", 80}, {"db", "ff02::1", 80}, {"db", "127.0.0.1", 80}, {"db", "::1", 80},
+		{"db", "169.254.1.1", 80}, {"db", "10.0.0.1", 0}, {"db", "10.0.0.1", 65536}, {"db", "10.0.0.1", -1},
+		{"db", "1.2.3.4\n", 80}, {"db", "::1.2.3.4", 80},
+	} {
+		f.Add(s.service, s.address, s.port)
+	}
+	f.Fuzz(func(t *testing.T, service, address string, port int) {
+		err := Endpoint(service, address, port)
+		want := len(service) <= 63 && serviceName.MatchString(service) && endpointAddressOK(address) && port >= 1 && port <= 65535
+		if (err == nil) != want {
+			t.Fatalf("Endpoint(%q, %q, %d) = %v, oracle says valid=%v", service, address, port, err, want)
+		}
+		if err != nil {
+			refused(t, err, "service", "address", "port")
+			return
+		}
+		// An accepted address round-trips: its canonical form is accepted,
+		// is the same address and of the same type.
+		a, aerr := EndpointAddress(address)
+		if aerr != nil {
+			t.Fatalf("EndpointAddress(%q) = %v, Endpoint accepted it", address, aerr)
+		}
+		canonical := a.String()
+		if err := Endpoint(service, canonical, port); err != nil {
+			t.Fatalf("canonical form %q of %q refused: %v", canonical, address, err)
+		}
+		if !net.ParseIP(canonical).Equal(net.ParseIP(address)) {
+			t.Fatalf("canonical form %q of %q is another address", canonical, address)
+		}
+		wantType := "IPv4"
+		if strings.Contains(address, ":") {
+			wantType = "IPv6"
+		}
+		if got, gotCanonical := AddressType(address), AddressType(canonical); got != wantType || gotCanonical != wantType {
+			t.Fatalf("AddressType(%q) = %q, of %q %q, want %q", address, got, canonical, gotCanonical, wantType)
 		}
 	})
 }

@@ -1,0 +1,234 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/endpoints"
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
+)
+
+// Leader-only routing. While an election leads, the Service it names has
+// one endpoint, the leader's, in an EndpointSlice of ours
+// (lease/internal/endpoints). The slice carries the fencing token of the
+// term that wrote it, and every write is a compare-and-swap that refuses a
+// slice with a higher token: once a new leader's write has landed, no
+// write of an older term can land after it (its update conflicts, its read
+// shows the higher token), so traffic never goes back to a resumed or
+// partitioned predecessor. The write goes out right after the acquisition,
+// on a goroutine of its own (renewals never wait for it), and WaitElected
+// returns after its first attempt: a leader starts serving once the
+// Service routes to it. A graceful end (a cancel, Shutdown, a hand-off)
+// withdraws the endpoint before the Lease is released, so that no request
+// reaches a leader that stopped; a loss withdraws it too, best effort (a
+// dead or cut-off leader's endpoint stays until the next leader's write
+// replaces it). Failures of these writes never change the election: they
+// are retried, logged, counted and reported as Events on the Lease.
+
+// endpointStore is where an election publishes the address it serves at.
+type endpointStore interface {
+	// Publish makes the Service's slice list exactly p's endpoint, unless a
+	// later term (a higher token) wrote it: endpoints.ErrSuperseded.
+	Publish(ctx context.Context, p endpoints.Publication) error
+	// Withdraw removes p's endpoint if the slice still carries p's term.
+	Withdraw(ctx context.Context, p endpoints.Publication) error
+}
+
+// ErrEndpointExists: the election already publishes another endpoint.
+var ErrEndpointExists = errors.New("the election already publishes an endpoint")
+
+// Endpoint is what an election publishes: the Service and the leader's
+// address and port.
+type Endpoint struct {
+	Service string
+	Address string
+	Port    int
+}
+
+// route is an election's endpoint and the publisher of its current term;
+// its fields are guarded by the election's mu.
+type route struct {
+	store    endpointStore
+	endpoint Endpoint
+	term     endpoints.Publication // the term being published (Token 0: none yet)
+	stop     context.CancelFunc    // ends the publisher's retries
+	done     chan struct{}         // closed when the publisher returned
+	ended    bool                  // the term was withdrawn, or ended without one
+}
+
+// PublishEndpoint makes the Service service in ns route to address:port
+// while the election on ns/name with that id (0: whichever runs) leads:
+// from its acquisition (WaitElected returns after the first write), until
+// it ends. Called on a leading election, it writes the endpoint at once and
+// returns after that first attempt. One endpoint per election: the same
+// one again is a no-op, another is ErrEndpointExists. Failed writes are
+// retried and reported (logs, stats, Events), not returned.
+func (m *Manager) PublishEndpoint(ns, name string, id int64, ep Endpoint) error {
+	if err := ValidateKey(ns, name); err != nil {
+		return err
+	}
+	if id < 0 {
+		return fmt.Errorf("%w: election id: must be >= 0, got %d", ErrInvalidArgument, id)
+	}
+	if err := validate.Endpoint(ep.Service, ep.Address, ep.Port); err != nil {
+		return err
+	}
+	client, err := m.client()
+	if err != nil {
+		return err
+	}
+	e := m.ElectionID(ns, name, id)
+	if e == nil || e.Ended() {
+		return fmt.Errorf("publish an endpoint for lease %s: %w", Key{ns, name}, ErrNoElection)
+	}
+	return e.publishEndpoint(endpoints.Store{Client: client}, ep)
+}
+
+func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.phase == phaseEnded:
+		return fmt.Errorf("publish an endpoint for lease %s: %w (it ended)", e.key, ErrNoElection)
+	case e.route != nil && e.route.endpoint == ep:
+		return nil
+	case e.route != nil:
+		old := e.route.endpoint
+		return fmt.Errorf("%w: %s:%d for Service %s (asked for %s:%d for Service %s)", ErrEndpointExists,
+			old.Address, old.Port, old.Service, ep.Address, ep.Port, ep.Service)
+	}
+	e.route = &route{store: store, endpoint: ep}
+	if e.phase != phaseLeader {
+		return nil
+	}
+	// It leads already (a free Lease can be taken before the host, which
+	// needs the id, gets here): the host's WaitElected may return at once,
+	// so this call waits for the first write in its place.
+	first := make(chan struct{})
+	e.startPublishingLocked(first)
+	e.mu.Unlock()
+	<-first
+	e.mu.Lock()
+	return nil
+}
+
+// startPublishingLocked starts the publisher of this term's endpoint, if
+// the election has one; first (nil: none) is closed after its first
+// attempt. e.mu held, the election leading.
+func (e *Election) startPublishingLocked(first chan struct{}) bool {
+	r := e.route
+	if r == nil || r.done != nil {
+		return false
+	}
+	r.term = endpoints.Publication{Namespace: e.key.Namespace, Service: r.endpoint.Service, Lease: e.key.Name,
+		Identity: e.identity, Address: r.endpoint.Address, Port: int32(r.endpoint.Port), Token: e.token}
+	ctx, stop := context.WithCancel(context.Background())
+	r.stop, r.done = stop, make(chan struct{})
+	go e.publish(ctx, r.store, r.term, first, r.done)
+	return true
+}
+
+// publish writes the term's endpoint until a write succeeds, a later term
+// wrote the slice, or the term ends (ctx). Each write runs to its answer
+// or its own timeout, never cut short: a write whose outcome is unknown
+// could land after the withdrawal.
+func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints.Publication, first, done chan struct{}) {
+	defer close(done)
+	tried := func() {
+		if first != nil {
+			close(first)
+			first = nil
+		}
+	}
+	defer tried()
+	defer func() {
+		if r := recover(); r != nil {
+			logf(LevelError, "lease %s: publishing the endpoint of Service %s: %v", e.key, p.Service, panicError(r))
+		}
+	}()
+	b := newBackoff(time.Second, 30*time.Second)
+	for {
+		injectPanic("publish")
+		wctx, cancel := context.WithTimeout(context.Background(), e.endpointTimeout())
+		err := store.Publish(wctx, p)
+		cancel()
+		switch {
+		case err == nil:
+			e.stats.EndpointWritten()
+			logf(LevelInfo, "lease %s: Service %s/%s routes to %s at %s:%d (token %d)", e.key, p.Namespace, p.Service,
+				p.Identity, p.Address, p.Port, p.Token)
+			return
+		case errors.Is(err, endpoints.ErrSuperseded):
+			// A later term wrote the slice: this one is over, whatever it
+			// knows yet.
+			logf(LevelWarning, "lease %s: not routing Service %s/%s to %s: %v", e.key, p.Namespace, p.Service, p.Identity, err)
+			return
+		}
+		e.stats.EndpointFailed()
+		logf(LevelWarning, "lease %s: routing Service %s/%s to %s at %s:%d failed (retrying; leadership is unaffected): %v",
+			e.key, p.Namespace, p.Service, p.Identity, p.Address, p.Port, err)
+		e.recordEndpointFailure(p, err)
+		tried()
+		t := e.clock.NewTimer(b.next())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// endpointTimeout bounds one write of the slice.
+func (e *Election) endpointTimeout() time.Duration {
+	return min(requestTimeout, e.timing.RenewDeadline)
+}
+
+// withdrawEndpoint ends the term's publishing: the publisher stops (a
+// write in flight is waited for) and the endpoint is removed if the slice
+// still carries this term. Called once leadership ended locally, before
+// the Lease is released or handed off (endTerm), and after a loss.
+func (e *Election) withdrawEndpoint(timeout time.Duration) {
+	e.mu.Lock()
+	r := e.route
+	if r == nil || r.ended {
+		e.mu.Unlock()
+		return
+	}
+	r.ended = true
+	stop, done, term := r.stop, r.done, r.term
+	e.mu.Unlock()
+	if done == nil {
+		return // never led
+	}
+	stop()
+	<-done
+	defer func() { // it runs on the election's goroutine, after containPanic
+		if p := recover(); p != nil {
+			logf(LevelError, "lease %s: withdrawing the endpoint of Service %s: %v", e.key, term.Service, panicError(p))
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := r.store.Withdraw(ctx, term); err != nil {
+		e.stats.EndpointFailed()
+		logf(LevelWarning, "lease %s: withdrawing %s's endpoint from Service %s/%s failed (the next leader's replaces it): %v",
+			e.key, term.Identity, term.Namespace, term.Service, err)
+		return
+	}
+	logf(LevelInfo, "lease %s: Service %s/%s no longer routes to %s", e.key, term.Namespace, term.Service, term.Identity)
+}
+
+// recordEndpointFailure reports a failed write of the slice as a Warning
+// Event on the Lease (the Events' spam filter bounds their rate).
+func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
+	if e.events == nil {
+		return
+	}
+	_, uid := e.eventFacts()
+	e.recordEvent(uid, kubeapi.EventTypeWarning, fmt.Sprintf("%s could not route Service %s to %s:%d (token %d; retrying): %v",
+		p.Identity, p.Service, p.Address, p.Port, p.Token, err))
+}

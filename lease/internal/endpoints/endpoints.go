@@ -1,0 +1,351 @@
+// Package endpoints keeps the EndpointSlice that routes a selector-less
+// Service to its leader: one slice per Service, of the library's own
+// (labelled managed-by ManagedBy, so the EndpointSlice controller leaves it
+// alone and kube-proxy and CoreDNS use it as a custom slice), listing the
+// leader's address:port. Every write is a compare-and-swap on the slice's
+// resourceVersion, and the slice carries the fencing token of the term that
+// wrote it: a writer never replaces a higher token's slice, so a resumed
+// old leader cannot route the Service back to itself.
+//
+// It reaches the API server through package kubeapi only (neither
+// k8s.io/api/core/v1 nor discovery/v1 is linked), and must not import
+// package lease: the core calls it.
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"reflect"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
+)
+
+// ManagedBy is the endpointslice.kubernetes.io/managed-by value of the
+// slices of ours. A label value has no '/' (the API server refuses
+// "k8s-lease.io/leader-endpoint"), so it is named as Kubernetes names its
+// own ("endpointslice-controller.k8s.io"): the manager, then the domain.
+const ManagedBy = "leader-endpoint.k8s-lease.io"
+
+// The annotations on a slice of ours: the fencing token (decimal) and the
+// identity of the term that wrote it, and the Lease of its election.
+const (
+	TokenAnnotation  = "k8s-lease.io/fencing-token"
+	HolderAnnotation = "k8s-lease.io/holder"
+	LeaseAnnotation  = "k8s-lease.io/lease"
+)
+
+// The labels of discovery.k8s.io/v1 that make a slice a Service's and keep
+// its controller away.
+const (
+	ServiceNameLabel = "kubernetes.io/service-name"
+	ManagedByLabel   = "endpointslice.kubernetes.io/managed-by"
+)
+
+// maxAttempts bounds the compare-and-swaps a Publish or Withdraw may lose
+// (each lost one re-reads the slice) before it returns the conflict.
+const maxAttempts = 5
+
+var (
+	// ErrSuperseded: the slice carries a higher fencing token (a newer
+	// leader's); nothing was written.
+	ErrSuperseded = errors.New("superseded: the EndpointSlice carries a higher fencing token (a newer leader's)")
+	// ErrNotOurs: an object of the slice's name exists and is not this
+	// election's (not managed by ManagedBy, or published for another Lease);
+	// nothing was written, and it is never overwritten.
+	ErrNotOurs = errors.New("not ours: the EndpointSlice is not managed by k8s-lease for this lease")
+)
+
+// Publication is one term's endpoint: the Service in Namespace is to be
+// routed to Address:Port while Identity leads Lease (in Namespace) with
+// fencing token Token.
+type Publication struct {
+	Namespace, Service, Lease, Identity, Address string
+	Port                                         int32
+	Token                                        int64
+}
+
+// SliceName is the name of the one slice the library keeps for service:
+// "<service>-leader" (a Service name has at most 63 characters, so this
+// has at most 70 < 253: always a valid name; the EndpointSlice controller's
+// generated names end in 5 random characters, never "leader").
+func SliceName(service string) string { return service + "-leader" }
+
+// Store publishes and withdraws endpoints through Client.
+type Store struct{ Client kubeapi.Client }
+
+// Publish makes the slice list exactly p.Address:p.Port (ready, serving,
+// port unnamed, TCP), carrying p.Token, p.Identity and p.Lease: created when
+// absent; updated, on the resourceVersion read, when it is ours with a token
+// <= p.Token (nothing is written when it already says all that). It returns
+// ErrSuperseded when the slice carries a higher token, ErrNotOurs when it
+// is not ours, and the conflict when maxAttempts compare-and-swaps were
+// lost in a row. As addressType is immutable, a change of address family
+// deletes the slice (precondition: the resourceVersion read) and creates it
+// anew: a moment with no endpoint, never one with a wrong one. A slice of
+// ours whose token annotation is missing or not a number counts as older
+// than any term. p is checked first (validate.Endpoint and the others):
+// ErrInvalidArgument, nothing sent.
+func (s Store) Publish(ctx context.Context, p Publication) error {
+	addr, err := p.check()
+	if err != nil {
+		return err
+	}
+	slices := s.Client.EndpointSlices(p.Namespace)
+	return p.retry("publish", func() (lost, err error) { return p.publishOnce(ctx, slices, addr) })
+}
+
+// publishOnce is one attempt of Publish, from the read of the slice.
+func (p Publication) publishOnce(ctx context.Context, slices kubeapi.EndpointSlices, addr netip.Addr) (lost, err error) {
+	cur, err := slices.Get(ctx, p.name())
+	if apierrors.IsNotFound(err) {
+		return p.create(ctx, slices, addr)
+	}
+	if err != nil {
+		return nil, p.fail("read", err)
+	}
+	if err := p.mayReplace(cur); err != nil {
+		return nil, err
+	}
+	want := p.slice(cur, addr)
+	switch {
+	case want.AddressType != cur.AddressType:
+		err = slices.Delete(ctx, want.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}})
+		if err == nil || apierrors.IsNotFound(err) {
+			return p.create(ctx, slices, addr)
+		}
+		return p.outcome(fmt.Sprintf("delete (address type %s to %s)", cur.AddressType, want.AddressType), err)
+	case says(cur, want):
+		return nil, nil
+	default:
+		_, err = slices.Update(ctx, want)
+		return p.outcome("update", err)
+	}
+}
+
+// create creates p's slice.
+func (p Publication) create(ctx context.Context, slices kubeapi.EndpointSlices, addr netip.Addr) (lost, err error) {
+	_, err = slices.Create(ctx, p.slice(nil, addr))
+	return p.outcome("create", err)
+}
+
+// Withdraw empties the slice (endpoints: []; the token and holder
+// annotations kept, so that a later term with a lower token stays refused)
+// if it carries exactly p.Token and p.Identity. It writes nothing and
+// returns nil when the slice is absent, already empty, or another term's;
+// ErrNotOurs when it is not ours (a misconfiguration worth a log line).
+// Only p.Namespace, p.Service, p.Lease, p.Identity and p.Token are used.
+// Compare-and-swap with retries, as Publish.
+func (s Store) Withdraw(ctx context.Context, p Publication) error {
+	if err := validate.Key(p.Namespace, p.Lease); err != nil {
+		return err
+	}
+	if err := validate.Service(p.Service); err != nil {
+		return err
+	}
+	slices := s.Client.EndpointSlices(p.Namespace)
+	return p.retry("withdraw", func() (lost, err error) {
+		cur, err := slices.Get(ctx, p.name())
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, p.fail("read", err)
+		}
+		if err := p.ours(cur); err != nil {
+			return nil, err
+		}
+		if token(cur) != p.Token || cur.Annotations[HolderAnnotation] != p.Identity || len(cur.Endpoints) == 0 {
+			return nil, nil
+		}
+		empty := *cur
+		empty.Endpoints = []kubeapi.Endpoint{}
+		_, err = slices.Update(ctx, &empty)
+		return p.outcome("withdraw", err)
+	})
+}
+
+// retry runs attempt (a read of the slice, then at most one
+// compare-and-swap) until it is done, failed, or lost maxAttempts
+// compare-and-swaps in a row; then it is the last conflict.
+func (p Publication) retry(what string, attempt func() (lost, err error)) error {
+	var lost error
+	for range maxAttempts {
+		var err error
+		if lost, err = attempt(); err != nil || lost == nil {
+			return err
+		}
+	}
+	return p.fail(fmt.Sprintf("%s: %d compare-and-swaps lost in a row", what, maxAttempts), lost)
+}
+
+// outcome sorts the error of a write, the step what: nil (done), lost (a
+// 409, a conflict or AlreadyExists: the slice changed since it was read,
+// read it again), or err (failed).
+func (p Publication) outcome(what string, werr error) (lost, err error) {
+	switch {
+	case werr == nil:
+		return nil, nil
+	case apierrors.IsConflict(werr) || apierrors.IsAlreadyExists(werr):
+		return werr, nil
+	default:
+		return nil, p.fail(what, werr)
+	}
+}
+
+// Published is what a slice lists.
+type Published struct {
+	// Addresses are the addresses of all its endpoints, in order.
+	Addresses []string
+	// Port is its first port's number (0: none).
+	Port int32
+	// Token is its fencing token annotation, -1 when absent or not a number.
+	Token int64
+	// Holder is its holder annotation.
+	Holder string
+	// Exists is false when there is no object of the slice's name (and
+	// then all else is zero).
+	Exists          bool
+	ResourceVersion string
+}
+
+// Read reports what the slice of service lists. An object of the slice's
+// name that is not managed by ManagedBy is reported too, with ErrNotOurs.
+func (s Store) Read(ctx context.Context, namespace, service string) (Published, error) {
+	if err := validate.Service(service); err != nil {
+		return Published{}, err
+	}
+	// The slice's name is valid once service is: Key can only refuse the
+	// namespace.
+	if err := validate.Key(namespace, SliceName(service)); err != nil {
+		return Published{}, err
+	}
+	p := Publication{Namespace: namespace, Service: service}
+	cur, err := s.Client.EndpointSlices(namespace).Get(ctx, p.name())
+	if apierrors.IsNotFound(err) {
+		return Published{}, nil
+	}
+	if err != nil {
+		return Published{}, p.fail("read", err)
+	}
+	pub := Published{Token: token(cur), Holder: cur.Annotations[HolderAnnotation], Exists: true, ResourceVersion: cur.ResourceVersion}
+	for _, e := range cur.Endpoints {
+		pub.Addresses = append(pub.Addresses, e.Addresses...)
+	}
+	if len(cur.Ports) > 0 && cur.Ports[0].Port != nil {
+		pub.Port = *cur.Ports[0].Port
+	}
+	if by := cur.Labels[ManagedByLabel]; by != ManagedBy {
+		return pub, p.notOurs(fmt.Sprintf("managed by %q", by))
+	}
+	return pub, nil
+}
+
+// check applies the rules to p, and is its address parsed.
+func (p Publication) check() (netip.Addr, error) {
+	if err := validate.Key(p.Namespace, p.Lease); err != nil {
+		return netip.Addr{}, err
+	}
+	if err := validate.Identity(p.Identity); err != nil {
+		return netip.Addr{}, err
+	}
+	if err := validate.Endpoint(p.Service, p.Address, int(p.Port)); err != nil {
+		return netip.Addr{}, err
+	}
+	if p.Token < 0 {
+		return netip.Addr{}, validate.Invalid("fencing token: must be >= 0, got %d", p.Token)
+	}
+	return validate.EndpointAddress(p.Address)
+}
+
+func (p Publication) name() string { return SliceName(p.Service) }
+
+// fail is err, from the step what, naming the slice (apierrors' checks
+// still hold on it).
+func (p Publication) fail(what string, err error) error {
+	return fmt.Errorf("endpointslice %s/%s: %s: %w", p.Namespace, p.name(), what, err)
+}
+
+func (p Publication) notOurs(why string) error {
+	return fmt.Errorf("endpointslice %s/%s: %w: %s; nothing written", p.Namespace, p.name(), ErrNotOurs, why)
+}
+
+// ours is nil if cur is a slice of ours for p.Lease (one without a lease
+// annotation counts as p.Lease's), ErrNotOurs otherwise.
+func (p Publication) ours(cur *kubeapi.EndpointSlice) error {
+	if by := cur.Labels[ManagedByLabel]; by != ManagedBy {
+		return p.notOurs(fmt.Sprintf("managed by %q, not %q", by, ManagedBy))
+	}
+	if l, ok := cur.Annotations[LeaseAnnotation]; ok && l != p.Lease {
+		return p.notOurs(fmt.Sprintf("published for lease %q, not %q (fencing tokens of two Leases do not compare)", l, p.Lease))
+	}
+	return nil
+}
+
+// mayReplace is nil if p may overwrite cur: ours, with a token <= p.Token.
+func (p Publication) mayReplace(cur *kubeapi.EndpointSlice) error {
+	if err := p.ours(cur); err != nil {
+		return err
+	}
+	if t := token(cur); t > p.Token {
+		return fmt.Errorf("endpointslice %s/%s: %w: it carries fencing token %d (holder %q), this term's is %d; nothing written",
+			p.Namespace, p.name(), ErrSuperseded, t, cur.Annotations[HolderAnnotation], p.Token)
+	}
+	return nil
+}
+
+// token is cur's fencing token, -1 when absent or not a number.
+func token(cur *kubeapi.EndpointSlice) int64 {
+	t, err := strconv.ParseInt(cur.Annotations[TokenAnnotation], 10, 64)
+	if err != nil || t < 0 {
+		return -1
+	}
+	return t
+}
+
+// slice is p's slice: on cur's metadata (its resourceVersion, for the
+// compare-and-swap, and the labels and annotations of others), or new.
+func (p Publication) slice(cur *kubeapi.EndpointSlice, addr netip.Addr) *kubeapi.EndpointSlice {
+	out := &kubeapi.EndpointSlice{}
+	if cur != nil {
+		out.ObjectMeta = *cur.ObjectMeta.DeepCopy()
+	}
+	out.Name, out.Namespace = p.name(), p.Namespace
+	out.Labels = with(out.Labels, map[string]string{ServiceNameLabel: p.Service, ManagedByLabel: ManagedBy})
+	out.Annotations = with(out.Annotations, map[string]string{
+		TokenAnnotation: strconv.FormatInt(p.Token, 10), HolderAnnotation: p.Identity, LeaseAnnotation: p.Lease})
+	out.AddressType = kubeapi.AddressTypeIPv6
+	if addr.Is4() {
+		out.AddressType = kubeapi.AddressTypeIPv4
+	}
+	yes, no := true, false
+	out.Endpoints = []kubeapi.Endpoint{{Addresses: []string{addr.String()},
+		Conditions: kubeapi.EndpointConditions{Ready: &yes, Serving: &yes, Terminating: &no}}}
+	name, protocol, port := "", "TCP", p.Port
+	out.Ports = []kubeapi.EndpointPort{{Name: &name, Protocol: &protocol, Port: &port}}
+	return out
+}
+
+// with is m (nil: empty) with set's entries set.
+func with(m, set map[string]string) map[string]string {
+	if m == nil {
+		m = map[string]string{}
+	}
+	maps.Copy(m, set)
+	return m
+}
+
+// says reports whether cur already lists what want does.
+func says(cur, want *kubeapi.EndpointSlice) bool {
+	return maps.Equal(cur.Labels, want.Labels) && maps.Equal(cur.Annotations, want.Annotations) &&
+		cur.AddressType == want.AddressType && reflect.DeepEqual(cur.Endpoints, want.Endpoints) &&
+		reflect.DeepEqual(cur.Ports, want.Ports)
+}
