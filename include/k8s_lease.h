@@ -343,10 +343,14 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  *     that first attempt (at most min(renewDeadline, 10 s)), so a
  *     WaitElected after it still returns after the write.
  *   - A graceful end (K8sLeaseCancelElection[Id], K8sLeaseShutdown, a
- *     hand-off) withdraws the endpoint before the Lease is released; a loss
- *     withdraws it when the API server can be reached; the endpoint of a
- *     leader that died or was cut off stays until the next leader's write
- *     replaces it.
+ *     hand-off) withdraws the endpoint before the Lease is released, within
+ *     half of the release's bound (so those calls may take up to half as
+ *     long again while the API server hangs); a loss withdraws it when the
+ *     API server can be reached; the endpoint of a leader that died or was
+ *     cut off stays until the next leader's write replaces it. A term stops
+ *     writing once its leadership lapses. A slice of a later term (a higher
+ *     token, the same token with another holder, or the Lease re-created
+ *     with another UID) is never replaced.
  *   - A failed write (RBAC, quota, the API server unreachable) is retried
  *     with backoff (1 s to 30 s), logged, counted
  *     (k8s_lease_endpoint_writes_total, K8sLeaseStats) and reported as a
@@ -640,7 +644,8 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  * metrics. Counters are cumulative over the process's life:
  *   {"version": "...", "log_lines_dropped": N, "leases": [{"namespace", "name",
  *     "election": null or {"running", "leader", "fencing_token",
- *        "acquisitions", "releases",
+ *        "acquisitions", "releases", "hand_offs" (terms handed to a
+ *        chosen candidate),
  *        "losses": {"renew_deadline", "deleted", "taken", "edited"},
  *        "renewals", "renew_errors", "api_errors" (failed acquisitions and
  *        renewals and reads of the Lease, conflicts excluded),
@@ -648,7 +653,10 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  *        elected, e.g. "... forbidden"; cleared once a request succeeds or
  *        another holder is the reason to wait), "conflicts" (acquisitions another
  *        writer won first: answered with 409, after which the Lease is read
- *        once before deciding again), "renew_latency_last_ms",
+ *        once before deciding again), "endpoint_writes" and
+ *        "endpoint_failures" (writes of the leader's endpoint,
+ *        K8sLeasePublishEndpoint, that landed and that failed, withdrawals
+ *        included), "renew_latency_last_ms",
  *        "renew_latency_max_ms", "renew_latency_mean_ms"},
  *     "watching" (a holder watch runs), "watch_callbacks" (delivered),
  *     "watch_restarts" (the Lease's API watch ended by an error and was
@@ -666,12 +674,14 @@ int K8sLeaseStats(char** statsJson, char** errMsg);
  *   leader_election_master_status{name="<ns>/<lease>"} (gauge, client-go's:
  *     1 while leading), and, per lease an election of this process used:
  *   k8s_lease_elections_won_total, k8s_lease_leadership_ended_total{reason=
- *     released|renew_deadline|taken|deleted|edited},
+ *     released|handed_off|renew_deadline|taken|deleted|edited},
  *   k8s_lease_renewals_total{result=success|error},
  *   k8s_lease_renewal_duration_seconds (histogram),
  *   k8s_lease_campaign_duration_seconds (histogram: candidacy start to elected),
  *   k8s_lease_acquire_duration_seconds (histogram: lease judged free to held),
- *   k8s_lease_conflicts_total; per lease observed for an election or a
+ *   k8s_lease_conflicts_total,
+ *   k8s_lease_endpoint_writes_total{result=success|error}
+ *     (K8sLeasePublishEndpoint); per lease observed for an election or a
  *   holder watch:
  *   k8s_lease_watch_restarts_total; process-wide:
  *   k8s_lease_api_requests_total{verb,resource,code} (code "409" counts

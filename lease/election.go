@@ -80,6 +80,9 @@ type Election struct {
 	firstRoundOver func()
 	admitted       atomic.Bool // past firstRounds: it has sent or may send requests
 	route          *route      // the endpoint it publishes while it leads (endpoint.go); nil: none
+	// withdrawWithin bounds the endpoint's withdrawal before a release or a
+	// hand-off (set by them, e.mu); 0: endpointTimeout.
+	withdrawWithin time.Duration
 }
 
 func newIncarnation() string {
@@ -116,7 +119,7 @@ func (e *Election) run() {
 	// Whatever ended the term (a cancel, a hand-off, a loss, a panic), its
 	// endpoint is withdrawn before the Lease is released or handed off:
 	// those wait for this goroutine.
-	defer e.withdrawEndpoint(e.endpointTimeout())
+	defer e.endTermsEndpoint()
 	defer e.containPanic()
 	injectPanic("campaign")
 	started := e.clock.Now() // the campaign's time includes its wait for a place
@@ -279,6 +282,7 @@ func (e *Election) Cancel() error {
 func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 	var err error
 	e.cancelOnce.Do(func() {
+		e.boundWithdrawal(releaseTimeout)
 		endedHere := e.end(nil) // false: already lost, nothing of ours to release
 		e.cancel()
 		<-e.runDone

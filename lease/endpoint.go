@@ -101,8 +101,8 @@ func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
 			old.Address, old.Port, old.Service, ep.Address, ep.Port, ep.Service)
 	}
 	e.route = &route{store: store, endpoint: ep}
-	if e.phase != phaseLeader {
-		return nil
+	if !e.validLocked() {
+		return nil // a candidate (it publishes when elected), or a term that lapsed: it never publishes
 	}
 	// It leads already (a free Lease can be taken before the host, which
 	// needs the id, gets here): the host's WaitElected may return at once,
@@ -125,6 +125,9 @@ func (e *Election) startPublishingLocked(first chan struct{}) bool {
 	}
 	r.term = endpoints.Publication{Namespace: e.key.Namespace, Service: r.endpoint.Service, Lease: e.key.Name,
 		Identity: e.identity, Address: r.endpoint.Address, Port: int32(r.endpoint.Port), Token: e.token}
+	if e.written != nil {
+		r.term.LeaseUID = e.written.UID
+	}
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop, r.done = stop, make(chan struct{})
 	go e.publish(ctx, r.store, r.term, first, r.done)
@@ -132,9 +135,11 @@ func (e *Election) startPublishingLocked(first chan struct{}) bool {
 }
 
 // publish writes the term's endpoint until a write succeeds, a later term
-// wrote the slice, or the term ends (ctx). Each write runs to its answer
-// or its own timeout, never cut short: a write whose outcome is unknown
-// could land after the withdrawal.
+// wrote the slice, the term's validity ended, or the term ends (ctx). A
+// write in flight when the term ends is cut short: should it land all the
+// same, the withdrawal's compare-and-swap (an update on the version it
+// read, or an empty slice of the term taking the name) makes it fail or
+// undoes it.
 func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints.Publication, first, done chan struct{}) {
 	defer close(done)
 	tried := func() {
@@ -144,22 +149,22 @@ func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints
 		}
 	}
 	defer tried()
-	defer func() {
-		if r := recover(); r != nil {
-			logf(LevelError, "lease %s: publishing the endpoint of Service %s: %v", e.key, p.Service, panicError(r))
-		}
-	}()
 	b := newBackoff(time.Second, 30*time.Second)
 	for {
-		injectPanic("publish")
-		wctx, cancel := context.WithTimeout(context.Background(), e.endpointTimeout())
-		err := store.Publish(wctx, p)
-		cancel()
+		e.mu.Lock()
+		valid := e.validLocked()
+		e.mu.Unlock()
+		if !valid || ctx.Err() != nil {
+			return // no longer leader: a write now could route to a process that must not serve
+		}
+		err := e.publishOnce(ctx, store, p)
 		switch {
 		case err == nil:
 			e.stats.EndpointWritten()
 			logf(LevelInfo, "lease %s: Service %s/%s routes to %s at %s:%d (token %d)", e.key, p.Namespace, p.Service,
 				p.Identity, p.Address, p.Port, p.Token)
+			return
+		case ctx.Err() != nil:
 			return
 		case errors.Is(err, endpoints.ErrSuperseded):
 			// A later term wrote the slice: this one is over, whatever it
@@ -182,15 +187,39 @@ func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints
 	}
 }
 
+// publishOnce is one write of the slice, a panic in it an error (the
+// publisher retries).
+func (e *Election) publishOnce(ctx context.Context, store endpointStore, p endpoints.Publication) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError(r)
+		}
+	}()
+	injectPanic("publish")
+	wctx, cancel := context.WithTimeout(ctx, e.endpointTimeout())
+	defer cancel()
+	return store.Publish(wctx, p)
+}
+
+// validLocked: the election leads and its guarantee holds now (IsLeader);
+// e.mu held.
+func (e *Election) validLocked() bool {
+	return e.phase == phaseLeader && e.clock.Now().Before(e.validUntil)
+}
+
 // endpointTimeout bounds one write of the slice.
 func (e *Election) endpointTimeout() time.Duration {
 	return min(requestTimeout, e.timing.RenewDeadline)
 }
 
 // withdrawEndpoint ends the term's publishing: the publisher stops (a
-// write in flight is waited for) and the endpoint is removed if the slice
-// still carries this term. Called once leadership ended locally, before
-// the Lease is released or handed off (endTerm), and after a loss.
+// write in flight is cut short) and the endpoint is removed if the slice
+// still carries this term, within timeout (and within withdrawWithin, set
+// by a cancel or hand-off: half of what it may take, the release or the
+// hand-off record gets the rest). Called on the election's goroutine once
+// leadership ended locally: before the Lease is released or handed off,
+// which wait for that goroutine; after a loss, on a goroutine of its own
+// (endTermsEndpoint).
 func (e *Election) withdrawEndpoint(timeout time.Duration) {
 	e.mu.Lock()
 	r := e.route
@@ -200,11 +229,14 @@ func (e *Election) withdrawEndpoint(timeout time.Duration) {
 	}
 	r.ended = true
 	stop, done, term := r.stop, r.done, r.term
+	if e.withdrawWithin > 0 {
+		timeout = min(timeout, e.withdrawWithin)
+	}
 	e.mu.Unlock()
 	if done == nil {
 		return // never led
 	}
-	stop()
+	stop() // a write in flight returns at once
 	<-done
 	defer func() { // it runs on the election's goroutine, after containPanic
 		if p := recover(); p != nil {
@@ -231,4 +263,28 @@ func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
 	_, uid := e.eventFacts()
 	e.recordEvent(uid, kubeapi.EventTypeWarning, fmt.Sprintf("%s could not route Service %s to %s:%d (token %d; retrying): %v",
 		p.Identity, p.Service, p.Address, p.Port, p.Token, err))
+}
+
+// endTermsEndpoint withdraws the endpoint as the election's goroutine ends:
+// there, before a release or hand-off (they wait for that goroutine), or,
+// after a loss or a contained panic, on a goroutine of its own, so that the observer, which the
+// goroutine resumes next, is not held back (best effort: a later term's
+// slice is never touched).
+func (e *Election) endTermsEndpoint() {
+	e.mu.Lock()
+	graceful := e.withdrawWithin > 0 // a cancel or a hand-off ends it (boundWithdrawal)
+	e.mu.Unlock()
+	if !graceful {
+		go e.withdrawEndpoint(e.endpointTimeout())
+		return
+	}
+	e.withdrawEndpoint(e.endpointTimeout())
+}
+
+// boundWithdrawal gives the endpoint's withdrawal half of within, the time
+// an ending (a release, a hand-off record) may take.
+func (e *Election) boundWithdrawal(within time.Duration) {
+	e.mu.Lock()
+	e.withdrawWithin = within / 2
+	e.mu.Unlock()
 }

@@ -367,6 +367,7 @@ func (e *Election) handOff(to string, timeout time.Duration, reason error) (*coo
 	var written *coordinationv1.Lease
 	err := fmt.Errorf("hand off lease %s: %w (already ended)", e.key, ErrNotLeader)
 	e.cancelOnce.Do(func() {
+		e.boundWithdrawal(timeout)
 		endedHere := e.end(reason) // false: lost meanwhile, nothing of ours to hand off
 		e.cancel()
 		<-e.runDone

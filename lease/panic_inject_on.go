@@ -10,7 +10,8 @@ import "os"
 // lives. Points: "call" (inside an exported call), "campaign" (an election's
 // goroutine), "watch" (before a holder callback), "list" (the Lease watch's
 // list), "event" (a Lease watch event), "renew" (a renewal's goroutine),
-// "release" (the release after a cancel, also on Shutdown's goroutines).
+// "release" (the release after a cancel, also on Shutdown's goroutines),
+// "publish" (a write of the leader's endpoint, K8sLeasePublishEndpoint).
 func injectPanic(point string) {
 	if os.Getenv("K8S_LEASE_PANIC_AT") == point {
 		panic("injected panic at " + point)

@@ -23,6 +23,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
@@ -40,6 +41,9 @@ const (
 	TokenAnnotation  = "k8s-lease.io/fencing-token"
 	HolderAnnotation = "k8s-lease.io/holder"
 	LeaseAnnotation  = "k8s-lease.io/lease"
+	// LeaseUIDAnnotation is the UID of the Lease the term held: tokens of
+	// a Lease deleted and re-created do not compare with the new one's.
+	LeaseUIDAnnotation = "k8s-lease.io/lease-uid"
 )
 
 // The labels of discovery.k8s.io/v1 that make a slice a Service's and keep
@@ -70,6 +74,9 @@ type Publication struct {
 	Namespace, Service, Lease, Identity, Address string
 	Port                                         int32
 	Token                                        int64
+	// LeaseUID is the UID of the Lease the term holds ("": unknown; the
+	// tokens alone then decide).
+	LeaseUID types.UID
 }
 
 // SliceName is the name of the one slice the library keeps for service:
@@ -99,11 +106,11 @@ func (s Store) Publish(ctx context.Context, p Publication) error {
 		return err
 	}
 	slices := s.Client.EndpointSlices(p.Namespace)
-	return p.retry("publish", func() (lost, err error) { return p.publishOnce(ctx, slices, addr) })
+	return p.retry("publish", func() (lost, err error) { return s.publishOnce(ctx, p, slices, addr) })
 }
 
 // publishOnce is one attempt of Publish, from the read of the slice.
-func (p Publication) publishOnce(ctx context.Context, slices kubeapi.EndpointSlices, addr netip.Addr) (lost, err error) {
+func (s Store) publishOnce(ctx context.Context, p Publication, slices kubeapi.EndpointSlices, addr netip.Addr) (lost, err error) {
 	cur, err := slices.Get(ctx, p.name())
 	if apierrors.IsNotFound(err) {
 		return p.create(ctx, slices, addr)
@@ -111,7 +118,7 @@ func (p Publication) publishOnce(ctx context.Context, slices kubeapi.EndpointSli
 	if err != nil {
 		return nil, p.fail("read", err)
 	}
-	if err := p.mayReplace(cur); err != nil {
+	if err := s.mayReplace(ctx, p, cur); err != nil {
 		return nil, err
 	}
 	want := p.slice(cur, addr)
@@ -139,8 +146,10 @@ func (p Publication) create(ctx context.Context, slices kubeapi.EndpointSlices, 
 
 // Withdraw empties the slice (endpoints: []; the token and holder
 // annotations kept, so that a later term with a lower token stays refused)
-// if it carries exactly p.Token and p.Identity. It writes nothing and
-// returns nil when the slice is absent, already empty, or another term's;
+// if it carries exactly p.Token and p.Identity; when there is no slice, it
+// creates an empty one of this term (so that a create of this term still
+// on its way fails). It writes nothing and returns nil when the slice is
+// already empty or another term's;
 // ErrNotOurs when it is not ours (a misconfiguration worth a log line).
 // Only p.Namespace, p.Service, p.Lease, p.Identity and p.Token are used.
 // Compare-and-swap with retries, as Publish.
@@ -155,7 +164,11 @@ func (s Store) Withdraw(ctx context.Context, p Publication) error {
 	return p.retry("withdraw", func() (lost, err error) {
 		cur, err := slices.Get(ctx, p.name())
 		if apierrors.IsNotFound(err) {
-			return nil, nil
+			// An empty slice of this term takes the name: a create of
+			// this term sent earlier, whose answer never came, may still
+			// land, and must then find the name taken.
+			_, err = slices.Create(ctx, p.tombstone())
+			return p.outcome("withdraw (an empty slice in place of none)", err)
 		}
 		if err != nil {
 			return nil, p.fail("read", err)
@@ -163,7 +176,9 @@ func (s Store) Withdraw(ctx context.Context, p Publication) error {
 		if err := p.ours(cur); err != nil {
 			return nil, err
 		}
-		if token(cur) != p.Token || cur.Annotations[HolderAnnotation] != p.Identity || len(cur.Endpoints) == 0 {
+		uid := types.UID(cur.Annotations[LeaseUIDAnnotation])
+		if token(cur) != p.Token || cur.Annotations[HolderAnnotation] != p.Identity || len(cur.Endpoints) == 0 ||
+			(uid != "" && p.LeaseUID != "" && uid != p.LeaseUID) {
 			return nil, nil
 		}
 		empty := *cur
@@ -188,14 +203,16 @@ func (p Publication) retry(what string, attempt func() (lost, err error)) error 
 }
 
 // outcome sorts the error of a write, the step what: nil (done), lost (a
-// 409, a conflict or AlreadyExists: the slice changed since it was read,
-// read it again), or err (failed).
+// 409, a conflict or AlreadyExists, or an update's 404: the slice changed
+// since it was read, read it again), or err (failed).
 func (p Publication) outcome(what string, werr error) (lost, err error) {
 	switch {
 	case werr == nil:
 		return nil, nil
 	case apierrors.IsConflict(werr) || apierrors.IsAlreadyExists(werr):
 		return werr, nil
+	case apierrors.IsNotFound(werr) && (what == "update" || what == "withdraw"):
+		return werr, nil // deleted since it was read (a family change, kubectl): read again
 	default:
 		return nil, p.fail(what, werr)
 	}
@@ -290,16 +307,58 @@ func (p Publication) ours(cur *kubeapi.EndpointSlice) error {
 	return nil
 }
 
-// mayReplace is nil if p may overwrite cur: ours, with a token <= p.Token.
-func (p Publication) mayReplace(cur *kubeapi.EndpointSlice) error {
+// mayReplace is nil if p may overwrite cur: ours, and of an earlier term.
+// A term is the Lease's UID, a token and its holder. Terms of one Lease
+// order by token; the same token with another holder is another term,
+// never overwritten. A slice of another Lease UID (the Lease was deleted
+// and re-created, restarting its tokens) is replaced only by a term of the
+// Lease that exists now (read to know). When either UID is unknown, the
+// tokens alone decide.
+func (s Store) mayReplace(ctx context.Context, p Publication, cur *kubeapi.EndpointSlice) error {
 	if err := p.ours(cur); err != nil {
 		return err
 	}
-	if t := token(cur); t > p.Token {
-		return fmt.Errorf("endpointslice %s/%s: %w: it carries fencing token %d (holder %q), this term's is %d; nothing written",
-			p.Namespace, p.name(), ErrSuperseded, t, cur.Annotations[HolderAnnotation], p.Token)
+	uid := types.UID(cur.Annotations[LeaseUIDAnnotation])
+	switch {
+	case uid != "" && p.LeaseUID != "" && uid != p.LeaseUID:
+		l, err := s.Client.Leases(p.Namespace).Get(ctx, p.Lease, metav1.GetOptions{})
+		if err != nil {
+			return p.fail("read the lease of another UID's slice", err)
+		}
+		if l.UID != p.LeaseUID {
+			return p.superseded(cur, fmt.Sprintf("this term's Lease (UID %s) is gone; the Lease is now UID %s", p.LeaseUID, l.UID))
+		}
+		return nil // the slice is of a Lease that no longer exists
+	}
+	t, holder := token(cur), cur.Annotations[HolderAnnotation]
+	if t > p.Token || (t == p.Token && holder != "" && holder != p.Identity) {
+		return p.superseded(cur, "")
 	}
 	return nil
+}
+
+// superseded is ErrSuperseded for cur, with why ("": the tokens).
+func (p Publication) superseded(cur *kubeapi.EndpointSlice, why string) error {
+	if why == "" {
+		why = fmt.Sprintf("it carries fencing token %d (holder %q), this term's is %d (holder %q)",
+			token(cur), cur.Annotations[HolderAnnotation], p.Token, p.Identity)
+	}
+	return fmt.Errorf("endpointslice %s/%s: %w: %s; nothing written", p.Namespace, p.name(), ErrSuperseded, why)
+}
+
+// tombstone is an empty slice of p's term (IPv4 unless p's address says
+// otherwise: a later term of another family re-creates it).
+func (p Publication) tombstone() *kubeapi.EndpointSlice {
+	addr, err := validate.EndpointAddress(p.Address)
+	if err != nil {
+		addr = netip.IPv4Unspecified()
+	}
+	empty := p.slice(nil, addr)
+	empty.Endpoints = []kubeapi.Endpoint{}
+	if p.Port == 0 {
+		empty.Ports = []kubeapi.EndpointPort{}
+	}
+	return empty
 }
 
 // token is cur's fencing token, -1 when absent or not a number.
@@ -322,6 +381,11 @@ func (p Publication) slice(cur *kubeapi.EndpointSlice, addr netip.Addr) *kubeapi
 	out.Labels = with(out.Labels, map[string]string{ServiceNameLabel: p.Service, ManagedByLabel: ManagedBy})
 	out.Annotations = with(out.Annotations, map[string]string{
 		TokenAnnotation: strconv.FormatInt(p.Token, 10), HolderAnnotation: p.Identity, LeaseAnnotation: p.Lease})
+	if p.LeaseUID != "" {
+		out.Annotations[LeaseUIDAnnotation] = string(p.LeaseUID)
+	} else {
+		delete(out.Annotations, LeaseUIDAnnotation)
+	}
 	out.AddressType = kubeapi.AddressTypeIPv6
 	if addr.Is4() {
 		out.AddressType = kubeapi.AddressTypeIPv4

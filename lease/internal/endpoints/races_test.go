@@ -1,0 +1,135 @@
+package endpoints
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
+)
+
+// Two terms with one token are two terms when their holders differ: the
+// one written first is not overwritten by the other (within one Lease the
+// case cannot arise: tokens rise).
+func TestSameTokenOtherHolderIsRefused(t *testing.T) {
+	a := newAPI(t)
+	a.publish(term("a", 1, "10.0.0.1"))
+	err := a.store.Publish(context.Background(), term("b", 1, "10.0.0.2"))
+	if !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("b's publish over a's with the same token: %v; want ErrSuperseded", err)
+	}
+	a.lists("10.0.0.1", 1, "a")
+}
+
+// A Lease deleted and re-created restarts its tokens: the term of the
+// Lease that exists now replaces the old Lease's slice whatever its
+// token, and the old Lease's term, resumed, is refused.
+func TestATermOfARecreatedLeaseReplacesTheOldLeasesSlice(t *testing.T) {
+	a := newAPI(t)
+	old := term("a", 7, "10.0.0.1")
+	old.LeaseUID = "uid-old"
+	a.publish(old)
+	if err := a.client.Tracker().Add(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "db-lease", Namespace: testNS, UID: "uid-new"}}); err != nil {
+		t.Fatal(err)
+	}
+	b := term("b", 1, "10.0.0.2")
+	b.LeaseUID = "uid-new"
+	a.publish(b)
+	a.lists("10.0.0.2", 1, "b")
+	if err := a.store.Publish(context.Background(), old); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("the old Lease's term after the new one's: %v; want ErrSuperseded", err)
+	}
+	a.lists("10.0.0.2", 1, "b")
+	if err := a.store.Withdraw(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	a.lists("10.0.0.2", 1, "b")
+}
+
+// An update whose slice was deleted since the read (another writer's
+// address-family change: delete, then create; kubectl delete) answers 404.
+// That is a lost compare-and-swap like a 409 (read again: create), not a
+// failure: as it is, the attempt fails, an Event is raised, WaitElected
+// returns with the Service not routed, and the next try is 0.5-1 s later.
+func TestUpdateOfADeletedSliceIsALostRace(t *testing.T) {
+	a := newAPI(t)
+	a.publish(term("a", 3, "10.0.0.1"))
+	done := false
+	a.client.PrependReactor("update", "endpointslices", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if !done {
+			done = true
+			if err := a.client.Tracker().Delete(slicesGVR, testNS, sliceName); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil // the update itself then finds no slice: 404
+	})
+	if err := a.store.Publish(context.Background(), term("b", 5, "10.0.0.2")); err != nil {
+		t.Fatalf("publish after the slice was deleted under it: %v; want it created", err)
+	}
+	a.lists("10.0.0.2", 5, "b")
+}
+
+// A create whose answer never came (the publisher's client timeout: the
+// lease core then withdraws and releases) may still be applied by the API
+// server afterwards. Withdraw found no slice and wrote nothing, so that
+// create lands after the withdrawal and the Lease's release: the Service
+// routes to a leader that stopped, until the next leader writes. A
+// tombstone (an empty slice carrying the term, created when absent) makes
+// the late create fail with AlreadyExists. Here the create is held on its
+// way to the "server" while Withdraw runs, then applied.
+func TestALateCreateCannotLandAfterTheWithdrawal(t *testing.T) {
+	a := newAPI(t)
+	held, release, landed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	late := Store{Client: lateCreate{a.store.Client, held, release, landed}}
+	ctx, giveUp := context.WithCancel(context.Background())
+	published := make(chan error, 1)
+	go func() { published <- late.Publish(ctx, term("a", 3, "10.0.0.1")) }()
+	<-held
+	giveUp() // the client's timeout: Publish returns, its create is still on its way
+	if err := <-published; err == nil {
+		t.Fatal("Publish whose create was given up returned nil")
+	}
+	if err := a.store.Withdraw(context.Background(), term("a", 3, "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	close(release) // the server applies the create now
+	<-landed
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); len(got.Addresses) > 0 {
+		t.Fatalf("after a's withdrawal the slice lists %v of %s/%d", got.Addresses, got.Holder, got.Token)
+	}
+}
+
+// lateCreate's Create returns when its caller gives up (ctx), and applies
+// the create on the server only once release is closed (landed gets its
+// outcome): an answer that never came, of a write that still lands.
+type lateCreate struct {
+	kubeapi.Client
+	held, release chan struct{}
+	landed        chan error
+}
+
+func (l lateCreate) EndpointSlices(ns string) kubeapi.EndpointSlices {
+	return lateSlices{l.Client.EndpointSlices(ns), l}
+}
+
+type lateSlices struct {
+	kubeapi.EndpointSlices
+	l lateCreate
+}
+
+func (s lateSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
+	close(s.l.held)
+	go func() {
+		<-s.l.release
+		_, err := s.EndpointSlices.Create(context.Background(), slice)
+		s.l.landed <- err
+	}()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
