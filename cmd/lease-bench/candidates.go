@@ -17,20 +17,26 @@ import (
 	"github.com/k8s-lease/k8s-lease/lease"
 )
 
-// transport counts a candidate's requests and can cut it off (a crash that
-// releases nothing: the process is frozen or partitioned).
+// transport counts a candidate's requests, can cut it off (a crash that
+// releases nothing: the process is frozen or partitioned), and times them
+// into its conn's log, if it has one.
 type transport struct {
-	next     http.RoundTripper
-	requests *atomic.Int64
-	cut      *atomic.Bool
+	next http.RoundTripper
+	c    *conn
 }
 
 func (t transport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if t.cut.Load() {
+	if t.c.cut.Load() {
 		return nil, errors.New("bench: candidate crashed")
 	}
-	t.requests.Add(1)
-	return t.next.RoundTrip(r)
+	t.c.requests.Add(1)
+	if t.c.log == nil {
+		return t.next.RoundTrip(r)
+	}
+	sent := time.Now()
+	resp, err := t.next.RoundTrip(r)
+	t.c.log.add(request{sent: sent, method: r.Method, path: r.URL.Path, took: time.Since(sent)})
+	return resp, err
 }
 
 // conn is one candidate's own client connection, counted and cuttable.
@@ -38,6 +44,7 @@ type conn struct {
 	cfg      *rest.Config
 	requests atomic.Int64
 	cut      atomic.Bool
+	log      *requestLog // nil: requests are not timed; set before the first request
 }
 
 func newConn(base *rest.Config) *conn {
@@ -45,11 +52,36 @@ func newConn(base *rest.Config) *conn {
 	cfg := rest.CopyConfig(base)
 	cfg.Dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext // a connection of its own
 	cfg.QPS = -1                                                    // no client-side throttling, for either side
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return transport{next: rt, requests: &c.requests, cut: &c.cut}
-	}
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return transport{next: rt, c: c} }
 	c.cfg = cfg
 	return c
+}
+
+// request is one request a candidate sent, timed at its transport from
+// sending it to the response's headers.
+type request struct {
+	sent         time.Time
+	method, path string
+	took         time.Duration
+}
+
+// requestLog collects the requests of the conns that share it.
+type requestLog struct {
+	mu   sync.Mutex
+	reqs []request
+}
+
+func (l *requestLog) add(r request) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reqs = append(l.reqs, r)
+}
+
+// all returns a copy of the requests so far.
+func (l *requestLog) all() []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]request(nil), l.reqs...)
 }
 
 // candidate is one campaigning process, of either implementation.
@@ -101,9 +133,25 @@ func startOurs(c *conn, ns, name, id string, t lease.Timing) (candidate, error) 
 	}
 	m := lease.NewManager(nil)
 	m.SetClient(client)
+	oc, err := campaign(c, m, ns, name, id, t, nil)
+	if err != nil {
+		return nil, err // not a nil *oursCandidate in a candidate
+	}
+	return oc, nil
+}
+
+// campaign runs an election of m on ns/name, publishing ep (nil: no
+// endpoint) before anyone waits for it to lead.
+func campaign(c *conn, m *lease.Manager, ns, name, id string, t lease.Timing, ep *lease.Endpoint) (*oursCandidate, error) {
 	e, err := m.RunElection(ns, name, id, t)
 	if err != nil {
 		return nil, err
+	}
+	if ep != nil {
+		if err := m.PublishEndpoint(ns, name, e.ID(), *ep); err != nil {
+			_ = m.CancelElectionID(ns, name, e.ID())
+			return nil, err
+		}
 	}
 	oc := &oursCandidate{electedSignal: newElectedSignal(), c: c, m: m, e: e}
 	go func() {

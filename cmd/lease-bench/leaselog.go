@@ -13,60 +13,33 @@ import (
 	"github.com/k8s-lease/k8s-lease/lease"
 )
 
-// leaseLog is an admin watch on one Lease: every record written to it, in
-// the API server's order, as the bench's own admin client sees it. It is
-// implementation-neutral (it reads only spec fields, and our two
-// annotations to tell a hand-off record from a holder's own).
-type leaseLog struct {
+// watchLog is an admin watch: every event it delivered, in the API
+// server's order, as the bench's own admin client sees it, turned into an
+// E by the watch's convert.
+type watchLog[E any] struct {
 	mu      sync.Mutex
-	events  []leaseEvent
+	events  []E
 	changed chan struct{} // closed and replaced on every event
 	err     error
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
 
-type leaseEvent struct {
-	seen        time.Time // when the admin watch delivered it
-	holder      string
-	token       int32     // spec.leaseTransitions
-	renew       time.Time // spec.renewTime, written by the holder's clock (this process)
-	incarnation string    // lease.IncarnationAnnotation (ours only)
-	handOffTo   string    // lease.HandOffAnnotation: a hand-off record
-	rv          string
-}
-
-// followLease starts the admin watch on benchNamespace/name (which need not
-// exist yet); its first events are the current state.
-func (b *bench) followLease(name string) (*leaseLog, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := b.admin.CoordinationV1().Leases(benchNamespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	l := &leaseLog{changed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
+// follow records the events of w (started with ctx, which cancel ends) that
+// convert keeps (ok); what names the watch in errors.
+func follow[E any](ctx context.Context, cancel context.CancelFunc, w watch.Interface, what string,
+	convert func(watch.Event) (e E, ok bool)) *watchLog[E] {
+	l := &watchLog[E]{changed: make(chan struct{}), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
 		for ev := range w.ResultChan() {
 			if ev.Type == watch.Error {
-				l.fail(fmt.Errorf("admin watch on %s: %v", name, ev.Object))
+				l.fail(fmt.Errorf("admin watch on %s: %v", what, ev.Object))
 				continue
 			}
-			ls, ok := ev.Object.(*coordinationv1.Lease)
-			if !ok || ev.Type == watch.Deleted {
+			e, ok := convert(ev)
+			if !ok {
 				continue
-			}
-			e := leaseEvent{seen: time.Now(), rv: ls.ResourceVersion,
-				incarnation: ls.Annotations[lease.IncarnationAnnotation], handOffTo: ls.Annotations[lease.HandOffAnnotation]}
-			if s := ls.Spec; s.HolderIdentity != nil {
-				e.holder = *s.HolderIdentity
-			}
-			if s := ls.Spec; s.LeaseTransitions != nil {
-				e.token = *s.LeaseTransitions
-			}
-			if s := ls.Spec; s.RenewTime != nil {
-				e.renew = s.RenewTime.Time
 			}
 			l.mu.Lock()
 			l.events = append(l.events, e)
@@ -75,13 +48,13 @@ func (b *bench) followLease(name string) (*leaseLog, error) {
 			l.mu.Unlock()
 		}
 		if ctx.Err() == nil {
-			l.fail(fmt.Errorf("admin watch on %s ended early", name))
+			l.fail(fmt.Errorf("admin watch on %s ended early", what))
 		}
 	}()
-	return l, nil
+	return l
 }
 
-func (l *leaseLog) fail(err error) {
+func (l *watchLog[E]) fail(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err == nil {
@@ -89,27 +62,27 @@ func (l *leaseLog) fail(err error) {
 	}
 }
 
-func (l *leaseLog) stop() {
+func (l *watchLog[E]) stop() {
 	l.cancel()
 	<-l.done
 }
 
-func (l *leaseLog) len() int {
+func (l *watchLog[E]) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.events)
 }
 
 // all returns a copy of the events so far and the watch's error, if any.
-func (l *leaseLog) all() ([]leaseEvent, error) {
+func (l *watchLog[E]) all() ([]E, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]leaseEvent(nil), l.events...), l.err
+	return append([]E(nil), l.events...), l.err
 }
 
 // waitFor returns the index of the first event at or after from that
 // satisfies ok, waiting up to within.
-func (l *leaseLog) waitFor(from int, within time.Duration, ok func(leaseEvent) bool) (int, error) {
+func (l *watchLog[E]) waitFor(from int, within time.Duration, ok func(E) bool) (int, error) {
 	deadline := time.After(within)
 	for {
 		l.mu.Lock()
@@ -131,6 +104,50 @@ func (l *leaseLog) waitFor(from int, within time.Duration, ok func(leaseEvent) b
 			return 0, fmt.Errorf("admin watch: not seen within %v", within)
 		}
 	}
+}
+
+// leaseLog is an admin watch on one Lease: every record written to it. It
+// is implementation-neutral (it reads only spec fields, and our two
+// annotations to tell a hand-off record from a holder's own).
+type leaseLog = watchLog[leaseEvent]
+
+type leaseEvent struct {
+	seen        time.Time // when the admin watch delivered it
+	holder      string
+	token       int32     // spec.leaseTransitions
+	renew       time.Time // spec.renewTime, written by the holder's clock (this process)
+	incarnation string    // lease.IncarnationAnnotation (ours only)
+	handOffTo   string    // lease.HandOffAnnotation: a hand-off record
+	rv          string
+}
+
+// followLease starts the admin watch on benchNamespace/name (which need not
+// exist yet); its first events are the current state.
+func (b *bench) followLease(name string) (*leaseLog, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := b.admin.CoordinationV1().Leases(benchNamespace).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return follow(ctx, cancel, w, name, func(ev watch.Event) (leaseEvent, bool) {
+		ls, ok := ev.Object.(*coordinationv1.Lease)
+		if !ok || ev.Type == watch.Deleted {
+			return leaseEvent{}, false
+		}
+		e := leaseEvent{seen: time.Now(), rv: ls.ResourceVersion,
+			incarnation: ls.Annotations[lease.IncarnationAnnotation], handOffTo: ls.Annotations[lease.HandOffAnnotation]}
+		if s := ls.Spec; s.HolderIdentity != nil {
+			e.holder = *s.HolderIdentity
+		}
+		if s := ls.Spec; s.LeaseTransitions != nil {
+			e.token = *s.LeaseTransitions
+		}
+		if s := ls.Spec; s.RenewTime != nil {
+			e.renew = s.RenewTime.Time
+		}
+		return e, true
+	}), nil
 }
 
 // A term is one holder's tenure as the admin watch shows it: the records

@@ -44,7 +44,7 @@ type options struct {
 }
 
 // sectionNames are the parts of the benchmark, all run by default.
-var sectionNames = []string{"elected", "handoff", "handoff-to", "failover", "rolling", "steady", "abi", "user", "scale"}
+var sectionNames = []string{"elected", "handoff", "handoff-to", "routing", "failover", "rolling", "steady", "abi", "user", "scale"}
 
 var (
 	fast = lease.Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
@@ -145,6 +145,14 @@ func run(o options) error {
 	}
 	progress("%s: the tables of %s", out, strings.Join(updated, ", "))
 	return nil
+}
+
+// samples is full, or quick in a -quick run.
+func (o options) samples(full, quick int) int {
+	if o.quick {
+		return quick
+	}
+	return full
 }
 
 // command is how this run was asked for, as make bench runs it.
@@ -258,10 +266,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 	}
 	b.section = "handoff-to"
 	if o.sections["handoff-to"] {
-		nTo := 30
-		if o.quick {
-			nTo = 3
-		}
+		nTo := o.samples(30, 3)
 		progress("K8sLeaseHandOff to a campaigning replica, %s, 2 standbys (n=%d, ours only)", timingName(fast), nTo)
 		others := 0
 		for i := 0; i < nTo; i++ {
@@ -276,6 +281,14 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 		b.add("others taking the lease during a hand-off (all hand-offs)", ours, "count", float64(others))
 		if others != 0 {
 			b.failures = append(b.failures, fmt.Sprintf("handoff-to: %d record(s) of another holder than the target between a hand-off and the target leading", others))
+		}
+	}
+	b.section = "routing"
+	if o.sections["routing"] {
+		nRoute := o.samples(30, 3)
+		progress("leader-only routing, %s: 3 replicas on 3 Leases, %d rounds of a hand-off with an endpoint, one without, a release (ours only)", timingName(fast), nRoute)
+		if err := b.routing(nRoute); err != nil {
+			return err
 		}
 	}
 	b.section = "failover"
@@ -299,10 +312,7 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 	}
 	b.section = "rolling"
 	if o.sections["rolling"] {
-		runs := 3
-		if o.quick {
-			runs = 1
-		}
+		runs := o.samples(3, 1)
 		progress("rolling update of 3 replicas, 3 updates per run, %s (n=%d runs each of ours, ours with the newest-version policy, client-go)", timingName(fast), runs)
 		if err := b.rolling(runs); err != nil {
 			return err

@@ -65,6 +65,33 @@ var pageSections = []pageSection{
 		"counts such records over all hand-offs; the run fails unless it is 0. A hand-off is three " +
 		"API round trips in a row: a read of the target's candidate record (a target that does not " +
 		"campaign is refused), the hand-off record, the target's acquisition."},
+	{name: "routing", title: "Leader-only routing", read: "" +
+		"Ours only: plain client-go has no leader-only routing (`K8sLeasePublishEndpoint`, see " +
+		"docs/operations.md). Three replicas, each a `lease.Manager` on its own connection, campaign at " +
+		"5/4/1 s on three Leases at once. On two of them every candidacy calls `Manager.PublishEndpoint` " +
+		"(the C API's `K8sLeasePublishEndpoint`) with its replica's address (10.244.0.1 to .3, port " +
+		"8080) for a selector-less Service with one unnamed port, created through the admin client; on " +
+		"the third, none. n=30 rounds; in each, the leader of the first Lease calls `Manager.HandOff` to " +
+		"the standby campaigning longest, the leader of the Lease without an endpoint does the same (the " +
+		"two in alternating order), and the leader of the third is cancelled (`CancelElection`: it " +
+		"withdraws its endpoint and releases; a standby takes the Lease). The old leader campaigns again " +
+		"at once; the next move waits until `Manager.Candidates` lists it, then 300 ms. Admin watches on " +
+		"the Leases and on each Service's EndpointSlices (label `kubernetes.io/service-name`), on one " +
+		"connection, give the first four rows: from the new leader's `WaitElected` returning (a goroutine " +
+		"blocked in it), or from the Lease watch delivering its acquisition, to the slice watch " +
+		"delivering the first state that lists the new leader's address alone. Negative: listed before " +
+		"`WaitElected` returned, as designed (the new leader writes its endpoint right after it acquires " +
+		"the Lease, and `WaitElected` returns after that write); the second measure is about the time of " +
+		"that write. Then the time from the `HandOff` call until the target's `WaitElected` returns, with " +
+		"and without an endpoint, and their difference; beside it a single Lease write: every renewal (a " +
+		"PATCH) of the three leaders, timed at their transport from sending it to the response's " +
+		"headers, and the difference counted in such writes (the target: at most 1). The EndpointSlice " +
+		"requests of the replicas from the `HandOff` call until the target's `WaitElected` returns show " +
+		"where the difference goes: the old leader's withdrawal (a read and a write) before its hand-off " +
+		"record, the new leader's publication (a read and a write) after its acquisition. Last, a check: " +
+		"after each new leader's `WaitElected` returned, a list of the slices at once and every state " +
+		"the watch delivers until the next move on that Lease must list no other address than the new " +
+		"leader's; the row counts those that do over all moves, and the run fails unless it is 0."},
 	{name: "failover", title: "Crash fail-over", read: "" +
 		"A leader and one standby; at a random point of the renew cycle the leader's connection is " +
 		"cut: it stops renewing and releases nothing, as a frozen or partitioned process does. The " +

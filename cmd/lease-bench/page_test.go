@@ -171,3 +171,12 @@ func TestCommittedPage(t *testing.T) {
 		}
 	}
 }
+
+func TestSamples(t *testing.T) {
+	if n := (options{}).samples(30, 3); n != 30 {
+		t.Errorf("a run: %d, want 30", n)
+	}
+	if n := (options{quick: true}).samples(30, 3); n != 3 {
+		t.Errorf("a -quick run: %d, want 3", n)
+	}
+}

@@ -92,17 +92,11 @@ func (r *oursReplica) listed() (bool, error) {
 }
 
 func (r *oursReplica) waitCampaigning() error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, err := r.listed()
-		if ok {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s %s not listed by Manager.Candidates within 10 s (last error: %v)", r.id, r.version, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := waitListed(r.m, r.name, 10*time.Second, func(c lease.Candidate) bool { return c.Identity == r.id && c.Version == r.version })
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", r.id, r.version, err)
 	}
+	return nil
 }
 
 // stop: CancelElection (which applies PolicyHandOffOnCancel; Shutdown

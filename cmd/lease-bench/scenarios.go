@@ -44,6 +44,13 @@ func (b *bench) add(name string, which impl, unit string, v float64) {
 	b.results = append(b.results, series{Section: b.section, Name: name, Impl: string(which), Unit: unit, Samples: []float64{v}})
 }
 
+// addAll adds the samples vs to the row name.
+func (b *bench) addAll(name string, which impl, unit string, vs []float64) {
+	for _, v := range vs {
+		b.add(name, which, unit, v)
+	}
+}
+
 // firstElected waits for the first of cs to be elected.
 func firstElected(cs []candidate, within time.Duration) (candidate, error) {
 	won := make(chan candidate, len(cs))
