@@ -101,11 +101,7 @@ func TestLogCallbackMayCallTheLibrary(t *testing.T) {
 					return
 				}
 				renewals := statsOf(e.stats).Election.Renewals
-				deadline := time.Now().Add(3 * time.Second)
-				for statsOf(e.stats).Election.Renewals < renewals+3 && time.Now().Before(deadline) {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if statsOf(e.stats).Election.Renewals < renewals+3 {
+				if !waitUntil(3*time.Second, func() bool { return statsOf(e.stats).Election.Renewals >= renewals+3 }) {
 					done <- errors.New("renewals stalled")
 					return
 				}
