@@ -330,6 +330,9 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 		return nil
 	}
 	e.phase, e.token = phaseLeader, token
+	if !create {
+		e.prevToken = snap.rec.token // the term before this one: its endpoint is the one to replace
+	}
 	e.lastAPIErr = nil // this term's renewals report their own
 	e.validUntil = sent.Add(e.timing.RenewDeadline)
 	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))

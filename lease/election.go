@@ -83,6 +83,7 @@ type Election struct {
 	// withdrawWithin bounds the endpoint's withdrawal before a release or a
 	// hand-off (set by them, e.mu); 0: endpointTimeout.
 	withdrawWithin time.Duration
+	prevToken      int64 // the token of the term before this one on the Lease (0: none known)
 }
 
 func newIncarnation() string {

@@ -128,6 +128,7 @@ func (e *Election) startPublishingLocked(first chan struct{}) bool {
 	if e.written != nil {
 		r.term.LeaseUID = e.written.UID
 	}
+	r.term.PrevToken = e.prevToken
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop, r.done = stop, make(chan struct{})
 	go e.publish(ctx, r.store, r.term, first, r.done)

@@ -60,6 +60,10 @@ func (unansweredSlices) Delete(ctx context.Context, _ string, _ metav1.DeleteOpt
 	<-ctx.Done()
 	return ctx.Err()
 }
+func (unansweredSlices) JSONPatch(ctx context.Context, _ string, _ []byte) (*kubeapi.EndpointSlice, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
 func (unansweredSlices) List(ctx context.Context, _ metav1.ListOptions) (*kubeapi.EndpointSliceList, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()

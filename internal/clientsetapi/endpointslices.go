@@ -7,6 +7,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	typeddiscoveryv1 "k8s.io/client-go/kubernetes/typed/discovery/v1"
 
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
@@ -48,6 +49,11 @@ func write(s *kubeapi.EndpointSlice, call func(*discoveryv1.EndpointSlice) (*dis
 		return nil, err
 	}
 	return back[kubeapi.EndpointSlice](call(in))
+}
+
+func (e endpointSlices) JSONPatch(ctx context.Context, name string, patch []byte) (*kubeapi.EndpointSlice, error) {
+	out, err := e.typed.Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{})
+	return back[kubeapi.EndpointSlice](out, err)
 }
 
 func (e endpointSlices) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {

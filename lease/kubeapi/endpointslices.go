@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 )
 
@@ -58,6 +59,11 @@ func (e endpointSlices) Update(ctx context.Context, s *EndpointSlice) (*Endpoint
 
 func (e endpointSlices) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
 	return e.client.Delete().Namespace(e.namespace).Resource(endpointSlicesResource).Name(name).Body(&opts).Do(ctx).Error()
+}
+
+func (e endpointSlices) JSONPatch(ctx context.Context, name string, patch []byte) (*EndpointSlice, error) {
+	return decode[EndpointSlice](e.client.Patch(types.JSONPatchType).Namespace(e.namespace).Resource(endpointSlicesResource).
+		Name(name).Body(patch).Do(ctx))
 }
 
 // body is s as JSON, with its apiVersion and kind (s is not modified). A

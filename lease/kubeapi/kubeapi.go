@@ -86,6 +86,10 @@ type EndpointSlices interface {
 	Update(ctx context.Context, s *EndpointSlice) (*EndpointSlice, error)
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 	List(ctx context.Context, opts metav1.ListOptions) (*EndpointSliceList, error)
+	// JSONPatch applies an RFC 6902 patch to the slice name: its "test"
+	// operations make it a compare-and-swap on the fields they test (a
+	// failed test is a 422, Invalid).
+	JSONPatch(ctx context.Context, name string, patch []byte) (*EndpointSlice, error)
 }
 
 // Event is a core/v1 Event with the fields the library sets, under the same

@@ -14,12 +14,14 @@ package endpoints
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
 	"reflect"
 	"strconv"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -77,6 +79,11 @@ type Publication struct {
 	// LeaseUID is the UID of the Lease the term holds ("": unknown; the
 	// tokens alone then decide).
 	LeaseUID types.UID
+	// PrevToken is the token of the term this one followed on the Lease
+	// (0: unknown). The slice most likely carries it (its leader's, or the
+	// empty slice of its withdrawal): one patch testing for it replaces the
+	// slice without reading it first.
+	PrevToken int64
 }
 
 // SliceName is the name of the one slice the library keeps for service:
@@ -106,7 +113,71 @@ func (s Store) Publish(ctx context.Context, p Publication) error {
 		return err
 	}
 	slices := s.Client.EndpointSlices(p.Namespace)
+	if p.PrevToken > 0 && p.PrevToken < p.Token {
+		want := p.slice(nil, addr)
+		done, err := p.patchIf(ctx, slices, "publish", p.PrevToken, "", want.AddressType, []patchOp{
+			{"replace", annotationPath(TokenAnnotation), want.Annotations[TokenAnnotation]},
+			{"replace", annotationPath(HolderAnnotation), p.Identity},
+			{"replace", "/endpoints", want.Endpoints},
+			{"replace", "/ports", want.Ports},
+		})
+		if done || err != nil {
+			return err
+		}
+	}
 	return p.retry("publish", func() (lost, err error) { return s.publishOnce(ctx, p, slices, addr) })
+}
+
+// patchOp is one operation of an RFC 6902 patch.
+type patchOp struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+func annotationPath(key string) string {
+	return "/metadata/annotations/" + jsonPointerEscaper.Replace(key)
+}
+
+var jsonPointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+// patchIf applies ops to the slice in one request if it is ours, for
+// p.Lease (and p.LeaseUID when known), of address type addressType ("":
+// any), and carries token (and holder, when not ""): the patch's tests
+// make it a compare-and-swap on those. done is false, with no error, when
+// it failed but for the caller's context: the caller then reads the slice
+// and decides as usual.
+func (p Publication) patchIf(ctx context.Context, slices kubeapi.EndpointSlices, what string, token int64, holder, addressType string,
+	ops []patchOp) (done bool, err error) {
+	tests := []patchOp{
+		{"test", "/metadata/labels/" + jsonPointerEscaper.Replace(ManagedByLabel), ManagedBy},
+		{"test", annotationPath(LeaseAnnotation), p.Lease},
+		{"test", annotationPath(TokenAnnotation), strconv.FormatInt(token, 10)},
+	}
+	if holder != "" {
+		tests = append(tests, patchOp{"test", annotationPath(HolderAnnotation), holder})
+	}
+	if p.LeaseUID != "" {
+		tests = append(tests, patchOp{"test", annotationPath(LeaseUIDAnnotation), string(p.LeaseUID)})
+	}
+	if addressType != "" {
+		tests = append(tests, patchOp{"test", "/addressType", addressType})
+	}
+	body, err := json.Marshal(append(tests, ops...))
+	if err != nil {
+		return false, p.fail(what, err)
+	}
+	_, err = slices.JSONPatch(ctx, p.name(), body)
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, p.fail(what, err)
+	default:
+		// A failed test (the API server's 422), no slice, or any other
+		// error: the reading path decides, and reports its own error.
+		return false, nil
+	}
 }
 
 // publishOnce is one attempt of Publish, from the read of the slice.
@@ -161,6 +232,17 @@ func (s Store) Withdraw(ctx context.Context, p Publication) error {
 		return err
 	}
 	slices := s.Client.EndpointSlices(p.Namespace)
+	// The slice most likely is this term's own, listing its address: one
+	// patch empties it (the test on the address makes a slice already
+	// empty go the reading way, which writes nothing).
+	if addr, err := validate.EndpointAddress(p.Address); err == nil {
+		if done, err := p.patchIf(ctx, slices, "withdraw", p.Token, p.Identity, "", []patchOp{
+			{"test", "/endpoints/0/addresses/0", addr.String()},
+			{"replace", "/endpoints", []kubeapi.Endpoint{}},
+		}); done || err != nil {
+			return err
+		}
+	}
 	return p.retry("withdraw", func() (lost, err error) {
 		cur, err := slices.Get(ctx, p.name())
 		if apierrors.IsNotFound(err) {

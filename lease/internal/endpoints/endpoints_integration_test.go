@@ -150,6 +150,28 @@ func TestEndpointSliceOnAPIServer(t *testing.T) {
 		t.Fatalf("read: %+v, %v", got, err)
 	}
 
+	// One patch each, on the real API server: the next term over the one
+	// it follows (its tests pass), a term with a stale PrevToken (its test
+	// fails: 422, and the read refuses the later term's slice), and the
+	// withdrawal of the own endpoint.
+	next := pub("d", 7, "fd00::7")
+	next.PrevToken = 6
+	if err := store.Publish(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	lists(get(), discoveryv1.AddressTypeIPv6, "fd00::7", "7", "d")
+	stale := pub("e", 5, "fd00::5")
+	stale.PrevToken = 4
+	if err := store.Publish(ctx, stale); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("publish of token 5 over token 7's slice: %v, want ErrSuperseded", err)
+	}
+	if err := store.Withdraw(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(); len(got.Endpoints) != 0 || got.Annotations[TokenAnnotation] != "7" {
+		t.Fatalf("after d's withdrawal: endpoints %+v, annotations %v", got.Endpoints, got.Annotations)
+	}
+
 	// An object of the slice's name that is not ours: left alone.
 	port := int32(80)
 	foreign := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: SliceName("web"), Namespace: ns,

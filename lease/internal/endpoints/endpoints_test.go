@@ -409,3 +409,54 @@ func TestPublishedMetadataIsValid(t *testing.T) {
 		}
 	}
 }
+
+// A term that knows the token it follows replaces that term's slice in one
+// patch (no read); when the slice carries another term, the patch changes
+// nothing and the usual path decides.
+func TestPublishOverThePreviousTermIsOnePatch(t *testing.T) {
+	a := newAPI(t)
+	a.publish(term("a", 3, "10.0.0.1"))
+	a.writes()
+	next := term("b", 4, "10.0.0.2")
+	next.PrevToken = 3
+	a.publish(next)
+	if w := a.writes(); !slices.Equal(w, []string{"patch " + sliceName}) {
+		t.Fatalf("writes %q, want one patch", w)
+	}
+	if n := len(a.client.Actions()); n != 0 {
+		t.Fatalf("%d more requests", n)
+	}
+	a.lists("10.0.0.2", 4, "b")
+	// A stale PrevToken: the patch's test fails, the read decides (and
+	// refuses a later term's slice).
+	old := term("c", 2, "10.0.0.3")
+	old.PrevToken = 1
+	if err := a.store.Publish(context.Background(), old); !errors.Is(err, ErrSuperseded) {
+		t.Fatalf("publish of token 2 over token 4's slice: %v; want ErrSuperseded", err)
+	}
+	a.noWrites()
+	a.lists("10.0.0.2", 4, "b")
+}
+
+// A term withdrawing the endpoint it published (its address known) empties
+// its slice in one patch, without a read; once empty, a withdrawal again
+// writes nothing.
+func TestWithdrawOfTheOwnEndpointIsOnePatch(t *testing.T) {
+	a := newAPI(t)
+	own := term("a", 3, "10.0.0.1")
+	a.publish(own)
+	a.writes()
+	if err := a.store.Withdraw(context.Background(), own); err != nil {
+		t.Fatal(err)
+	}
+	if w := a.writes(); !slices.Equal(w, []string{"patch " + sliceName}) {
+		t.Fatalf("writes %q, want one patch", w)
+	}
+	if s := a.stored(sliceName); len(s.Endpoints) != 0 || s.Annotations[TokenAnnotation] != "3" {
+		t.Fatalf("withdrawn slice: endpoints %+v, annotations %v", s.Endpoints, s.Annotations)
+	}
+	if err := a.store.Withdraw(context.Background(), own); err != nil {
+		t.Fatal(err)
+	}
+	a.noWrites()
+}

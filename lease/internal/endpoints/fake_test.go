@@ -12,10 +12,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 )
 
 const testNS = "prod"
@@ -27,9 +29,10 @@ var slicesGVR = discoveryv1.SchemeGroupVersion.WithResource("endpointslices")
 // update or a delete whose resourceVersion (or UID) precondition is stale
 // is a conflict.
 type api struct {
-	t      *testing.T
-	client *fake.Clientset
-	store  Store
+	patched []string // the patches applied since the last writes
+	t       *testing.T
+	client  *fake.Clientset
+	store   Store
 }
 
 func newAPI(t *testing.T) *api {
@@ -73,6 +76,35 @@ func newAPI(t *testing.T) *api {
 			if err := tr.Update(slicesGVR, s, act.GetNamespace()); err != nil {
 				return true, nil, err
 			}
+			return true, s.DeepCopy(), nil
+		case k8stesting.PatchActionImpl:
+			// As the API server: the patch on the current object, a
+			// failed test a 422, a new resourceVersion.
+			cur, err := current(act.GetName())
+			if err != nil {
+				return true, nil, err
+			}
+			patch, err := jsonpatch.DecodePatch(act.GetPatch())
+			if err != nil {
+				return true, nil, apierrors.NewBadRequest(err.Error())
+			}
+			raw, err := json.Marshal(cur)
+			if err != nil {
+				return true, nil, err
+			}
+			if raw, err = patch.Apply(raw); err != nil {
+				return true, nil, apierrors.NewInvalid(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind(), act.GetName(),
+					field.ErrorList{field.Invalid(field.NewPath("patch"), "", err.Error())})
+			}
+			s := &discoveryv1.EndpointSlice{}
+			if err := json.Unmarshal(raw, s); err != nil {
+				return true, nil, err
+			}
+			s.ResourceVersion = next()
+			if err := tr.Update(slicesGVR, s, act.GetNamespace()); err != nil {
+				return true, nil, err
+			}
+			a.patched = append(a.patched, "patch "+s.Name)
 			return true, s.DeepCopy(), nil
 		case k8stesting.DeleteActionImpl:
 			if pre := act.DeleteOptions.Preconditions; pre != nil {
@@ -137,10 +169,10 @@ func (a *api) writes() []string {
 				w += fmt.Sprintf(" if rv=%s uid=%s", *pre.ResourceVersion, *pre.UID)
 			}
 			out = append(out, w)
-		case k8stesting.PatchActionImpl:
-			out = append(out, "patch "+act.GetName())
 		}
 	}
+	out = append(out, a.patched...) // the patches that applied (a failed test writes nothing)
+	a.patched = nil
 	a.client.ClearActions()
 	return out
 }
