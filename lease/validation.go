@@ -9,8 +9,10 @@ import (
 // The rules themselves live in internal/validate (fuzzed there, on a small
 // build); these are the package's names for them.
 
-// JitterFactor is client-go's leader-election jitter: the retry period is
-// stretched by up to this factor, so the renew deadline must exceed it.
+// JitterFactor is client-go's leader-election jitter: client-go stretches
+// its retry period by up to this factor, so the renew deadline must exceed
+// retryPeriod × JitterFactor for a client-go candidate on the same Lease.
+// Here it only bounds the timings: renewals move earlier, never later.
 const JitterFactor = validate.JitterFactor
 
 // Timing is the election timing, client-go's LeaseDuration, RenewDeadline

@@ -66,8 +66,9 @@ const (
 	// API server (a timeout, a refused connection) is tried again.
 	tries     = 3
 	retryWait = time.Second
-	// The spam filter, as client-go's default: spamBurst Events per lease
-	// and identity, then one per spamRefill; spamKeys buckets at most.
+	// The spam filter, as client-go's default: spamBurst Events per lease,
+	// uid, identity and type (not reason), then one per spamRefill;
+	// spamKeys buckets at most.
 	spamBurst  = 25
 	spamRefill = 5 * time.Minute
 	spamKeys   = 4096

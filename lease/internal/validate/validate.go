@@ -21,8 +21,10 @@ import (
 // lease exports the same error.
 var ErrInvalidArgument = errors.New("invalid argument")
 
-// JitterFactor is client-go's leader-election jitter: the retry period is
-// stretched by up to this factor, so the renew deadline must exceed it.
+// JitterFactor is client-go's leader-election jitter: client-go stretches
+// its retry period by up to this factor, so the renew deadline must exceed
+// retryPeriod × JitterFactor for a client-go candidate on the same Lease.
+// Here it only bounds the timings: renewals move earlier, never later.
 const JitterFactor = 1.2
 
 // MaxIdentityLen bounds identities so that a Lease stays far below etcd's
