@@ -8,6 +8,7 @@
 #                        (builds only what it runs, stage by stage, each timed)
 #   make bench           k8s-lease vs plain client-go, side by side (~23 min)
 #   make soak            the fault suite's churn, >= 1000 leader changes
+#   make soak-ha         the HA bed's nemesis soak, SOAK minutes (default 60)
 #   make fuzz            every fuzz target (FUZZTIME=100000x inputs each by default)
 
 SHELL := /bin/bash
@@ -43,7 +44,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 with_assets_of = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) $(1) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 with_assets = $(call with_assets_of,)
 
-.PHONY: panic-unit fuzz soak all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-programs demo-example demo-check bench clean
+.PHONY: panic-unit fuzz soak soak-ha all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault cmake-build cpp-test test demo demo-programs demo-example demo-check bench clean
 
 all: lib
 
@@ -199,6 +200,13 @@ integration-fault:
 # The long churn: >= 1000 leader changes, each by a kill (about 25 minutes).
 soak: $(ENVTEST_SERVER) $(LIB)
 	$(with_assets) FAULT_CHURN_CHANGES=1000 FAULT_CHURN_MINUTES=40 $(GO) test -count=1 -timeout 60m -tags integration -v -run TestChurnWithKills ./tests/fault
+
+# The HA soak: 5 candidates on 3 etcd members and 2 API servers while a
+# nemesis with a printed seed kills, stops and freezes candidates, etcd
+# members and API servers, for SOAK minutes (make test runs 2 of them).
+SOAK ?= 60
+soak-ha: $(ENVTEST_SERVER) $(LIB)
+	$(with_assets) FAULT_SOAK_HA_MINUTES=$(SOAK) $(GO) test -count=1 -timeout $$(( $(SOAK) + 15 ))m -tags integration -v -run TestHASoak ./tests/fault
 
 # Debian packages for the C/C++ side (installed when missing, as root).
 deps:

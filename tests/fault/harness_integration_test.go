@@ -17,8 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/k8s-lease/k8s-lease/internal/faultproxy"
 	"github.com/k8s-lease/k8s-lease/internal/history"
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
 
 // timing is one set of candidate timings, in ms.
@@ -47,6 +50,9 @@ type scenario struct {
 	log    string
 	dir    string
 	timing timing
+	// bed is the control plane the candidates reach: the suite's server
+	// unless newScenarioOn gave another (an HA bed).
+	bed *testenv.Server
 
 	mu    sync.Mutex
 	cands []*proc
@@ -64,10 +70,13 @@ type proc struct {
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
 
-func newScenario(t *testing.T, tm timing) *scenario {
+func newScenario(t *testing.T, tm timing) *scenario { return newScenarioOn(t, tm, server) }
+
+// newScenarioOn is newScenario with candidates on bed.
+func newScenarioOn(t *testing.T, tm timing, bed *testenv.Server) *scenario {
 	dir := t.TempDir()
 	s := &scenario{t: t, lease: fmt.Sprintf("fault-%d-%d", time.Now().UnixNano()%1e6, leaseSeq.Add(1)),
-		log: filepath.Join(dir, "history.log"), dir: dir, timing: tm}
+		log: filepath.Join(dir, "history.log"), dir: dir, timing: tm, bed: bed}
 	t.Cleanup(s.cleanup)
 	return s
 }
@@ -89,6 +98,10 @@ type candOpts struct {
 	// publish: "SERVICE=ADDRESS:PORT", the endpoint each candidacy publishes
 	// (lease_candidate --publish).
 	publish string
+	// context: the kubeconfig context the candidate uses ("": the current
+	// one; on an HA bed topology.APIServerContext(k) goes straight to API
+	// server k, past the load balancer). Not with proxied.
+	context string
 }
 
 // start launches a candidate with identity id.
@@ -97,11 +110,14 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	if o.hold == "" {
 		o.hold = "forever"
 	}
-	kubeconfig := server.Kubeconfig
+	kubeconfig := s.bed.Kubeconfig
 	var proxy *faultproxy.Proxy
+	if o.context != "" {
+		kubeconfig = s.kubeconfigFor(id, o.context)
+	}
 	if o.proxied {
 		var err error
-		if proxy, err = faultproxy.NewForConfig(server.Config); err != nil {
+		if proxy, err = faultproxy.NewForConfig(s.bed.Config); err != nil {
 			s.t.Fatal(err)
 		}
 		kubeconfig = filepath.Join(s.dir, fmt.Sprintf("kubeconfig-%s-%d", id, time.Now().UnixNano()))
@@ -137,6 +153,25 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
 	s.launch(p, p.stderr)
 	return p
+}
+
+// kubeconfigFor writes a copy of the bed's kubeconfig whose current
+// context is context, for candidate id.
+func (s *scenario) kubeconfigFor(id, context string) string {
+	s.t.Helper()
+	cfg, err := clientcmd.LoadFromFile(s.bed.Kubeconfig)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, ok := cfg.Contexts[context]; !ok {
+		s.t.Fatalf("the bed's kubeconfig has no context %q", context)
+	}
+	cfg.CurrentContext = context
+	path := filepath.Join(s.dir, fmt.Sprintf("kubeconfig-%s-%s-%d", id, context, time.Now().UnixNano()))
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		s.t.Fatal(err)
+	}
+	return path
 }
 
 // launch starts p's command with its stderr going to stderr, and counts p

@@ -1,0 +1,661 @@
+//go:build integration
+
+package fault
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/k8s-lease/k8s-lease/internal/history"
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
+	"github.com/k8s-lease/k8s-lease/internal/topology"
+	"github.com/k8s-lease/k8s-lease/lease"
+)
+
+// Faults of a control plane shaped like production: three etcd members
+// and two API servers behind a load balancer (testenv.StartHA), one bed
+// per scenario. The candidates are ours only: the suite has no plain
+// client-go candidate process. Each scenario logs what the fault cost in
+// one line `HA-FIGURE <scenario> <name>=<value> ...`.
+
+// haTiming is our first user's 5/4/1 s: the renew deadline comfortably
+// exceeds an etcd election (heartbeat 200 ms, election timeout 1 s: a
+// killed etcd leader is replaced in 0.9 to 1.6 s).
+var haTiming = timing{5 * time.Second, 4 * time.Second, time.Second}
+
+// startHABed starts a 3-member, 2-API-server bed with the suite's
+// namespace; its log is shown if the test fails.
+func startHABed(t *testing.T) *testenv.Server {
+	t.Helper()
+	log := &syncBuffer{}
+	bed := testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Args: []string{"-namespace", namespace}, Log: log})
+	t.Cleanup(func() {
+		if t.Failed() {
+			b := log.String()
+			t.Logf("envtest-server log (last 6000 bytes):\n%s", b[max(0, len(b)-6000):])
+		}
+	})
+	return bed
+}
+
+// directClient is the admin's client straight to API server k.
+func directClient(t *testing.T, bed *testenv.Server, k int) kubernetes.Interface {
+	t.Helper()
+	cfg, err := bed.APIServerConfig(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newClient(t, cfg)
+}
+
+// figure logs a scenario's summary line: HA-FIGURE <scenario> k=v ...
+func figure(t *testing.T, scenario string, kv ...any) {
+	t.Helper()
+	var b strings.Builder
+	fmt.Fprintf(&b, "HA-FIGURE %s", scenario)
+	for i := 0; i+1 < len(kv); i += 2 {
+		v := kv[i+1]
+		if d, ok := v.(time.Duration); ok {
+			v = d.Round(time.Millisecond)
+		}
+		fmt.Fprintf(&b, " %v=%v", kv[i], v)
+	}
+	t.Log(b.String())
+}
+
+// renewalGap is the longest time between two successive renewTimes the
+// reads of the Lease showed (whoever held it), and how many distinct ones
+// there were and how many reads failed.
+func renewalGap(samples []leaseSample) (longest time.Duration, renewals, failed int) {
+	var times []time.Time
+	for _, sm := range samples {
+		switch {
+		case sm.err != nil:
+			failed++
+		case sm.holder != "" && !sm.renew.IsZero():
+			times = append(times, sm.renew)
+		}
+	}
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	times = slices.CompactFunc(times, func(a, b time.Time) bool { return a.Equal(b) })
+	for i := 1; i < len(times); i++ {
+		longest = max(longest, times[i].Sub(times[i-1]))
+	}
+	return longest, len(times), failed
+}
+
+// lastRenewal is the latest renewTime the reads showed under holder and
+// token, on the history's clock (0: none).
+func lastRenewal(samples []leaseSample, holder string, token int64) int64 {
+	var last time.Time
+	for _, sm := range samples {
+		if sm.err == nil && sm.holder == holder && sm.token == token && sm.renew.After(last) {
+			last = sm.renew
+		}
+	}
+	if last.IsZero() {
+		return 0
+	}
+	return monoOf(last)
+}
+
+// startThree starts three candidates, the first alone until it leads (so
+// the leader is known to connect as the first's context says), and
+// returns them with the leader's term.
+func (s *scenario) startThree(prefix string, contexts [3]string) ([]*proc, history.Term) {
+	s.t.Helper()
+	first := s.start(prefix+"-0", candOpts{context: contexts[0]})
+	p, term := s.awaitLeader(30*time.Second, 0)
+	if p != first {
+		s.fail("%s leads, want %s", p.id, first.id)
+	}
+	procs := []*proc{first}
+	for i := 1; i < 3; i++ {
+		procs = append(procs, s.start(fmt.Sprintf("%s-%d", prefix, i), candOpts{context: contexts[i]}))
+	}
+	return procs, term
+}
+
+// haScenario starts a bed, three candidates through its load balancer and
+// reads of the Lease through API server 1, waits 2 s of renewals and
+// returns the etcd leader's index.
+func haScenario(t *testing.T, prefix string) (*testenv.Server, *scenario, history.Term, *leaseWatch, int) {
+	t.Helper()
+	bed := startHABed(t)
+	s := newScenarioOn(t, haTiming, bed)
+	_, term := s.startThree(prefix, [3]string{})
+	samples := watchLease(t, directClient(t, bed, 1), s.lease)
+	time.Sleep(2 * time.Second)
+	leader, err := bed.WaitEtcdLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bed, s, term, samples, leader
+}
+
+// once wraps an undo (thaw, heal) to run at most once: at its time, or
+// deferred if the test stops first.
+func once(t *testing.T, undo func() error) func() {
+	done := false
+	return func() {
+		if !done {
+			done = true
+			if err := undo(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// sleepUntil sleeps until the history's clock reads at.
+func sleepUntil(at int64) { time.Sleep(time.Duration(at - history.Now())) }
+
+// stopAndVerify notes when the fault is over, SIGTERMs every candidate
+// (the leader hands over as it releases) and checks the whole history; the
+// report it returns holds only the terms begun before the stop.
+func (s *scenario) stopAndVerify(extra ...history.Event) history.Report {
+	s.t.Helper()
+	stopAt := history.Now()
+	s.stopAll()
+	r := s.verify(extra...)
+	r.Terms = slices.DeleteFunc(r.Terms, func(tr history.Term) bool { return tr.Start >= stopAt })
+	return r
+}
+
+// requireOneTerm wants the first leader to have led throughout: one term,
+// no leader change.
+func requireOneTerm(t *testing.T, r history.Report, want history.Term) {
+	t.Helper()
+	if len(r.Terms) != 1 || r.Terms[0].PID != want.PID || r.Terms[0].Token != want.Token {
+		t.Errorf("%d leaderships (%d leader changes), want only the first leader's (pid %d, token %d): %+v",
+			len(r.Terms), r.LeaderChanges(), want.PID, want.Token, r.Terms)
+	}
+}
+
+// 1. The etcd leader member is SIGKILLed while a leader renews, and
+// started again 6 s later. etcd elects a new leader within about a second,
+// well inside the renew deadline (4 s): the leader must keep its lease, no
+// leader change, and its renewals go on (the longest gap between two
+// renewTimes, read every 100 ms through API server 1, is reported).
+func TestHAEtcdLeaderKilled(t *testing.T) {
+	t.Parallel()
+	bed, s, term, samples, old := haScenario(t, "etcdkill")
+	killAt := history.Now()
+	if err := bed.EtcdMember(old).Kill(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := bed.WaitEtcdLeader(10 * time.Second)
+	electedIn := time.Duration(history.Now() - killAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepUntil(killAt + int64(6*time.Second))
+	if err := bed.EtcdMember(old).Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := bed.EtcdMember(old).WaitReady(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rejoinedIn := time.Duration(history.Now() - killAt)
+	time.Sleep(3 * time.Second) // renewals with the member back
+	gap, renewals, failed := renewalGap(samples.stop())
+	r := s.stopAndVerify()
+
+	t.Logf("etcd member %d (leader) SIGKILLed; member %d leads %v later; restarted and healthy %v after the kill; longest renewal gap %v (%d renewals read, %d reads failed)",
+		old, next, electedIn.Round(time.Millisecond), rejoinedIn.Round(time.Millisecond), gap.Round(time.Millisecond), renewals, failed)
+	figure(t, "etcd-leader-killed", "etcd_election", electedIn, "leader_changes", r.LeaderChanges(),
+		"leaderships", len(r.Terms), "longest_renewal_gap", gap, "failed_reads", failed, "violations", len(r.Violations))
+	if electedIn < s.timing.renew {
+		requireOneTerm(t, r, term)
+		if gap >= s.timing.renew {
+			t.Errorf("longest renewal gap %v, want < renewDeadline %v", gap, s.timing.renew)
+		}
+	}
+}
+
+// apiServersOf lists the API servers the load balancer sent pid's open
+// TCP connections to (its sockets, from /proc, matched by local address).
+func apiServersOf(bed *testenv.Server, pid int) []int {
+	inodes := map[string]bool{}
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); err == nil && strings.HasPrefix(l, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/net/tcp", pid))
+	var on []int
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || !inodes[f[9]] {
+			continue
+		}
+		ip, port, ok := strings.Cut(f[1], ":")
+		a, err1 := hex.DecodeString(ip)
+		p, err2 := strconv.ParseUint(port, 16, 16)
+		if !ok || err1 != nil || err2 != nil || len(a) != 4 {
+			continue
+		}
+		local := fmt.Sprintf("%d.%d.%d.%d:%d", a[3], a[2], a[1], a[0], p)
+		if k, err := bed.LandedOn(local); err == nil {
+			on = append(on, k)
+		}
+	}
+	return on
+}
+
+// 2. API server 0 is SIGSTOPped for 8 s (past the renew deadline and the
+// lease duration) while the leader's connections are on it (the load
+// balancer pinned to it while the leader started); the standbys go
+// straight to API server 1. Either the leader keeps renewing (a new
+// connection, which the load balancer may send to API server 1) or it
+// reports the loss within renewDeadline + 1 s; a standby takes over no
+// earlier than a lease duration after the leader's last renewal. Which
+// happened and the leaderless time are reported.
+func TestHAAPIServerFrozenUnderLeader(t *testing.T) {
+	t.Parallel()
+	bed := startHABed(t)
+	s := newScenarioOn(t, haTiming, bed)
+	if err := bed.PinLB(0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	direct1 := topology.APIServerContext(1)
+	procs, term := s.startThree("apifreeze", [3]string{"", direct1, direct1})
+	if err := bed.PinLB(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	leader := procs[0]
+	before := apiServersOf(bed, leader.pid())
+	if len(before) == 0 || slices.ContainsFunc(before, func(k int) bool { return k != 0 }) {
+		s.fail("the leader's connections landed on API servers %v, want only 0", before)
+	}
+	samples := watchLease(t, directClient(t, bed, 1), s.lease)
+	time.Sleep(2 * time.Second) // the standbys see renewals
+
+	a := bed.APIServer(0)
+	frozenAt := history.Now()
+	if err := a.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thaw := once(t, a.Thaw)
+	defer thaw()
+	sleepUntil(frozenAt + int64(8*time.Second))
+	during := apiServersOf(bed, leader.pid())
+	thaw()
+	thawedAt := history.Now()
+	time.Sleep(3 * time.Second)
+	got := samples.stop()
+	gap, renewals, failed := renewalGap(got)
+	r := s.stopAndVerify()
+
+	outcome, leaderless := "kept", time.Duration(0)
+	var lostAfter time.Duration
+	for _, tr := range r.Terms {
+		if tr.PID == term.PID && tr.Token == term.Token && tr.End != history.Open && tr.Until() < thawedAt {
+			outcome = "lost"
+			lostAfter = time.Duration(tr.Until() - frozenAt)
+			if tr.EndKind != history.Lost || !strings.Contains(tr.Reason, "renew deadline exceeded") {
+				t.Errorf("the leader's term ended by %s %q, want lost with \"renew deadline exceeded\"", tr.EndKind, tr.Reason)
+			}
+			if lostAfter > s.timing.renew+time.Second {
+				t.Errorf("the leader reported the loss %v after the freeze, want within renewDeadline + 1 s", lostAfter)
+			}
+		}
+	}
+	var taker string
+	if outcome == "lost" && len(r.Terms) > 1 {
+		renewedAt := lastRenewal(got, leader.id, term.Token)
+		next := r.Terms[1] // verify ordered them; the first is the leader's
+		leaderless = time.Duration(next.Start - r.Terms[0].Until())
+		taker = s.byPID(next.PID).id
+		afterRenewal := time.Duration(next.Start - renewedAt)
+		t.Logf("%s took over (token %d) %v after the freeze, %v after the leader's last renewal", taker, next.Token,
+			time.Duration(next.Start-frozenAt).Round(time.Millisecond), afterRenewal.Round(time.Millisecond))
+		if afterRenewal < s.timing.lease-10*time.Millisecond {
+			t.Errorf("%s took over %v after the leader's last renewal, want >= leaseDuration %v", taker, afterRenewal, s.timing.lease)
+		}
+	}
+	t.Logf("API server 0 frozen 8 s under the leader (connections on %v; during the freeze %v): %s; leader changes %d, longest renewal gap %v (%d renewals, %d failed reads)",
+		before, during, outcome, r.LeaderChanges(), gap.Round(time.Millisecond), renewals, failed)
+	figure(t, "apiserver-frozen", "outcome", outcome, "lost_after", lostAfter, "taken_by", taker, "leaderless", leaderless,
+		"leader_changes", r.LeaderChanges(), "longest_renewal_gap", gap, "conns_before", fmt.Sprint(before),
+		"conns_during", fmt.Sprint(during), "violations", len(r.Violations))
+}
+
+// holderSample is what an observer through one API server answered.
+type holderSample struct {
+	at     int64
+	holder string
+	token  int64
+	err    error
+}
+
+// 3. A stale watch cache: API server 0 is cut off from etcd for 12 s
+// (more than two lease durations) while the leader renews through API
+// server 1. A standby straight on API server 0 sees no renewal for longer
+// than a lease duration: it must not take over (its writes need etcd, and
+// when the cut heals they carry a stale resourceVersion), and must back
+// off. The requests API server 0 answered for leases (by code) and what
+// GetHolder through it said meanwhile (an observer of the library in this
+// process) are reported.
+func TestHAStaleWatchCache(t *testing.T) {
+	t.Parallel()
+	bed := startHABed(t)
+	s := newScenarioOn(t, haTiming, bed)
+	procs, term := s.startThree("stale", [3]string{topology.APIServerContext(1), topology.APIServerContext(0), topology.APIServerContext(1)})
+	standby := procs[1]
+	onA := directClient(t, bed, 0)
+	cfgA, err := bed.APIServerConfig(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeA, err := lease.NewClient(cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer := lease.NewManager(nil)
+	observer.SetClient(kubeA)
+	defer func() { _ = observer.Shutdown(5 * time.Second) }()
+	if h, err := observer.GetHolder(namespace, s.lease); err != nil || h.Holder != procs[0].id {
+		t.Fatalf("GetHolder through API server 0: %+v, %v; want %s", h, err, procs[0].id)
+	}
+	samples := watchLease(t, directClient(t, bed, 1), s.lease)
+	time.Sleep(2 * time.Second)
+	requests := func() (all, conflicts, ok float64) {
+		t.Helper()
+		var errs [3]error
+		all, errs[0] = testenv.APIRequests(onA, "leases", "")
+		conflicts, errs[1] = testenv.APIRequests(onA, "leases", "409")
+		ok, errs[2] = testenv.APIRequests(onA, "leases", "200")
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		return all, conflicts, ok
+	}
+	all0, conflicts0, ok0 := requests()
+
+	cutAt := history.Now()
+	if err := bed.CutFromEtcd(0); err != nil {
+		t.Fatal(err)
+	}
+	heal := once(t, func() error { return bed.HealEtcd(0) })
+	defer heal()
+	var seen []holderSample
+	for history.Now() < cutAt+int64(12*time.Second) {
+		h, err := observer.GetHolder(namespace, s.lease)
+		seen = append(seen, holderSample{history.Now(), h.Holder, h.Token, err})
+		time.Sleep(250 * time.Millisecond)
+	}
+	all1, conflicts1, ok1 := requests()
+	heal()
+	time.Sleep(5 * time.Second) // the held writes are forwarded; the cache catches up
+	all2, conflicts2, ok2 := requests()
+	h, hErr := observer.GetHolder(namespace, s.lease)
+	gap, _, _ := renewalGap(samples.stop())
+	r := s.stopAndVerify()
+
+	var asLeader, asNone, asErr int
+	var firstNone time.Duration
+	for _, sm := range seen {
+		switch {
+		case sm.err != nil:
+			asErr++
+		case sm.holder == "":
+			if asNone == 0 {
+				firstNone = time.Duration(sm.at - cutAt)
+			}
+			asNone++
+		case sm.holder == procs[0].id && sm.token == term.Token:
+			asLeader++
+		}
+	}
+	t.Logf("API server 0 cut off from etcd for 12 s: GetHolder through it said the leader %d times, no holder %d times (first %v after the cut), an error %d times, of %d; after the heal: %+v, %v",
+		asLeader, asNone, firstNone.Round(time.Millisecond), asErr, len(seen), h, hErr)
+	t.Logf("lease requests answered by API server 0: during the cut %v (409: %v, 200: %v); within 5 s of the heal %v (409: %v, 200: %v)",
+		all1-all0, conflicts1-conflicts0, ok1-ok0, all2-all1, conflicts2-conflicts1, ok2-ok1)
+	t.Logf("standby %s stderr: %q", standby.id, standby.stderr)
+	figure(t, "stale-watch-cache", "leader_changes", r.LeaderChanges(), "standby_elected", slices.ContainsFunc(r.Terms, func(tr history.Term) bool { return tr.PID == standby.pid() }),
+		"a_requests_cut", all1-all0, "a_409_cut", conflicts1-conflicts0, "a_requests_heal5s", all2-all1, "a_409_heal5s", conflicts2-conflicts1,
+		"getholder_leader", asLeader, "getholder_none", asNone, "getholder_err", asErr, "first_none_after", firstNone,
+		"longest_renewal_gap", gap, "violations", len(r.Violations))
+	requireOneTerm(t, r, term)
+	// Backing off: at most a few requests a retry period from the standby
+	// (and the observer), not a storm.
+	if budget := 4 * float64((12+5)*time.Second/s.timing.retry); all2-all0 > budget {
+		t.Errorf("API server 0 answered %v lease requests in the 17 s of the cut and after, want <= %v", all2-all0, budget)
+	}
+}
+
+// 4. An etcd follower is frozen (SIGSTOP) for 10 s: quorum holds, the
+// leader keeps its lease; the renewal gaps and leader changes are
+// reported (expected: no change, gaps of a retry period).
+func TestHAEtcdFollowerFrozen(t *testing.T) {
+	t.Parallel()
+	_, s, term, samples, leader := haScenario(t, "follower")
+	m := s.bed.EtcdMember((leader + 1) % 3)
+	frozenAt := history.Now()
+	if err := m.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thaw := once(t, m.Thaw)
+	defer thaw()
+	sleepUntil(frozenAt + int64(10*time.Second))
+	thaw()
+	time.Sleep(2 * time.Second)
+	gap, renewals, failed := renewalGap(samples.stop())
+	r := s.stopAndVerify()
+	t.Logf("etcd member %d (a follower of %d) frozen 10 s: %d leader changes, longest renewal gap %v (%d renewals, %d failed reads)",
+		m.Index, leader, r.LeaderChanges(), gap.Round(time.Millisecond), renewals, failed)
+	figure(t, "etcd-follower-frozen", "leader_changes", r.LeaderChanges(), "leaderships", len(r.Terms),
+		"longest_renewal_gap", gap, "failed_reads", failed, "violations", len(r.Violations))
+	requireOneTerm(t, r, term)
+	if gap >= s.timing.renew {
+		t.Errorf("longest renewal gap %v, want < renewDeadline %v", gap, s.timing.renew)
+	}
+}
+
+// 5. etcd loses quorum for 10 s (its leader and a follower frozen): the
+// leader reports the loss within renewDeadline + 1 s, nobody leads from
+// then until quorum returns, and a leader is elected within a lease
+// duration after it does. The leaderless time is reported.
+func TestHAEtcdQuorumLost(t *testing.T) {
+	t.Parallel()
+	bed, s, term, samples, leader := haScenario(t, "quorum")
+	frozen := []testenv.Proc{bed.EtcdMember(leader), bed.EtcdMember((leader + 1) % 3)}
+	frozenAt := history.Now()
+	for _, m := range frozen {
+		if err := m.Freeze(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	thaw := once(t, func() error { return errors.Join(frozen[0].Thaw(), frozen[1].Thaw()) })
+	defer thaw()
+	ended := s.awaitTermEnd(s.timing.renew+3*time.Second, term.PID, term.Token)
+	s.requireStepDown(ended, frozenAt)
+	sleepUntil(frozenAt + int64(10*time.Second))
+	thawedAt := history.Now()
+	thaw()
+	quorumBack, err := bed.WaitEtcdLeader(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quorumAt := history.Now()
+	next, nextTerm := s.awaitLeader(s.timing.lease+s.timing.renew+20*time.Second, frozenAt)
+	time.Sleep(time.Second)
+	samples.stop()
+	r := s.stopAndVerify()
+
+	graceEnd := frozenAt + int64(s.timing.renew+time.Second)
+	for _, tr := range r.Terms {
+		if tr.Start < thawedAt && tr.Until() > graceEnd {
+			t.Errorf("pid %d (token %d) led without quorum: from +%v to +%v after the freeze", tr.PID, tr.Token,
+				time.Duration(tr.Start-frozenAt), time.Duration(tr.Until()-frozenAt))
+		}
+	}
+	resumed := time.Duration(nextTerm.Start - quorumAt)
+	leaderless := time.Duration(nextTerm.Start - ended.Until())
+	t.Logf("etcd members %d and %d frozen 10 s: the leader stepped down %v after; etcd member %d leads %v after the thaw; %s (token %d) elected %v after that; leaderless %v",
+		frozen[0].Index, frozen[1].Index, time.Duration(ended.Until()-frozenAt).Round(time.Millisecond), quorumBack,
+		time.Duration(quorumAt-thawedAt).Round(time.Millisecond), next.id, nextTerm.Token, resumed.Round(time.Millisecond),
+		leaderless.Round(time.Millisecond))
+	figure(t, "etcd-quorum-lost", "step_down_after", time.Duration(ended.Until()-frozenAt), "quorum_after_thaw", time.Duration(quorumAt-thawedAt),
+		"resumed_after_quorum", resumed, "leaderless", leaderless, "leaderships", len(r.Terms), "leader_changes", r.LeaderChanges(), "violations", len(r.Violations))
+	// A candidate whose API watch broke lists the Lease again and, seeing
+	// its record anew, waits a lease duration from that sight (the rule
+	// that keeps a stale view from taking over; docs/guarantees.md), then
+	// acquires on its next retry tick.
+	if bound := s.timing.lease + s.timing.retry; resumed > bound {
+		t.Errorf("a leader was elected %v after quorum returned, want within leaseDuration + retryPeriod %v", resumed, bound)
+	}
+}
+
+// The HA soak: five candidates of ours (three through the load balancer,
+// one straight at each API server) while a nemesis, drawn at random with a
+// printed seed (FAULT_SOAK_HA_SEED replays one), SIGKILLs, SIGTERMs and
+// SIGSTOPs candidates and freezes, kills and restarts etcd members and API
+// servers, one fault at a time; the history checker judges the whole run.
+// FAULT_SOAK_HA_MINUTES (default 2; `make soak-ha` sets SOAK).
+func TestHASoak(t *testing.T) {
+	t.Parallel()
+	minutes := envInt(t, "FAULT_SOAK_HA_MINUTES", 2)
+	seed := time.Now().UnixNano()
+	if v := os.Getenv("FAULT_SOAK_HA_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("FAULT_SOAK_HA_SEED=%q: %v", v, err)
+		}
+	}
+	t.Logf("HA soak: seed %d (FAULT_SOAK_HA_SEED=%d replays the draws), %d minutes", seed, seed, minutes)
+	rng := rand.New(rand.NewSource(seed))
+	bed := startHABed(t)
+	s := newScenarioOn(t, steady, bed)
+	opts := map[string]candOpts{}
+	for i, ctx := range []string{"", "", "", topology.APIServerContext(0), topology.APIServerContext(1)} {
+		id := fmt.Sprintf("soak-%d", i)
+		opts[id] = candOpts{context: ctx}
+		s.start(id, opts[id])
+	}
+	s.awaitLeader(30*time.Second, 0)
+
+	var extra []history.Event // the instants long-frozen candidates stopped
+	count := map[string]int{}
+	pick := func() *proc { live := s.live(); return live[rng.Intn(len(live))] }
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int63n(int64(hi-lo))) }
+	stopFor := func(p testenv.Proc, d time.Duration, kill bool) {
+		t.Helper()
+		var err error
+		if kill {
+			err = p.Kill()
+		} else {
+			err = p.Freeze()
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", p, err)
+		}
+		time.Sleep(d)
+		if kill {
+			if err = p.Start(); err == nil {
+				err = p.WaitReady(60 * time.Second)
+			}
+		} else {
+			err = p.Thaw()
+		}
+		if err != nil {
+			t.Fatalf("%v: %v", p, err)
+		}
+	}
+	end := time.Now().Add(time.Duration(minutes) * time.Minute)
+	for time.Now().Before(end) {
+		switch n := rng.Intn(8); n {
+		case 0, 1: // the leader, or anyone, SIGKILLed or SIGTERMed and restarted
+			p := pick()
+			if leader, _ := s.leader(); leader != nil && rng.Intn(2) == 0 {
+				p = leader
+			}
+			if n == 0 {
+				count["cand-sigkill"]++
+				s.sigkill(p)
+			} else {
+				count["cand-sigterm"]++
+				s.sigterm(p)
+			}
+			s.start(p.id, opts[p.id])
+		case 2: // a candidate SIGSTOPped: shorter than leaseDuration - renewDeadline, or past its lease
+			p := pick()
+			if leader, _ := s.leader(); leader != nil && rng.Intn(2) == 0 {
+				p = leader
+			}
+			long := rng.Intn(2) == 0
+			d := between(100*time.Millisecond, s.timing.lease-s.timing.renew-200*time.Millisecond)
+			if long {
+				d = between(s.timing.lease+time.Second, s.timing.lease+4*time.Second)
+				count["cand-sigstop-long"]++
+			} else {
+				count["cand-sigstop-short"]++
+			}
+			if err := syscall.Kill(p.pid(), syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			if err := awaitStopped(p.pid(), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if long { // nothing runs in it from here: its term, if any, ends here
+				extra = append(extra, history.Event{At: history.Now(), PID: p.pid(), Kind: history.Killed, Detail: "frozen by SIGSTOP"})
+			}
+			time.Sleep(d)
+			if err := syscall.Kill(p.pid(), syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		case 3, 4:
+			m := bed.EtcdMember(rng.Intn(3))
+			kill := n == 4
+			count[map[bool]string{false: "etcd-freeze", true: "etcd-kill"}[kill]]++
+			stopFor(m, between(time.Second, 8*time.Second), kill)
+			if err := m.WaitReady(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+		case 5, 6:
+			a := bed.APIServer(rng.Intn(2))
+			kill := n == 6
+			count[map[bool]string{false: "apiserver-freeze", true: "apiserver-kill"}[kill]]++
+			stopFor(a, between(time.Second, 8*time.Second), kill)
+		case 7:
+			count["quiet"]++
+		}
+		time.Sleep(between(500*time.Millisecond, 3*time.Second))
+	}
+	_, last := s.awaitLeader(s.timing.lease+s.timing.renew+30*time.Second, 0)
+	r := s.stopAndVerify(extra...)
+	var longest time.Duration
+	for i := 1; i < len(r.Terms); i++ {
+		longest = max(longest, time.Duration(r.Terms[i].Start-r.Terms[i-1].Until()))
+	}
+	faults := 0
+	kv := []any{"seed", seed, "minutes", minutes}
+	keys := make([]string, 0, len(count))
+	for k := range count {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		faults += count[k]
+		kv = append(kv, k, count[k])
+	}
+	t.Logf("HA soak: %d faults %v; %d leaderships, %d leader changes, longest leaderless %v, last leader's token %d",
+		faults, count, len(r.Terms), r.LeaderChanges(), longest.Round(time.Millisecond), last.Token)
+	figure(t, "soak", append(kv, "faults", faults, "leader_changes", r.LeaderChanges(), "longest_leaderless", longest,
+		"violations", len(r.Violations))...)
+}
