@@ -83,7 +83,13 @@ type Election struct {
 	// withdrawWithin bounds the endpoint's withdrawal before a release or a
 	// hand-off (set by them, e.mu); 0: endpointTimeout.
 	withdrawWithin time.Duration
+	endsGracefully bool  // a cancel or a hand-off ends it: the endpoint is withdrawn first (e.mu)
 	prevToken      int64 // the token of the term before this one on the Lease (0: none known)
+	// trackAsync registers work that outlives the election's goroutine (a
+	// withdrawal after a loss) with the Manager, whose Shutdown waits for
+	// it or cancels it; the work runs under ctx and calls done. nil:
+	// untracked.
+	trackAsync func() (ctx context.Context, done func())
 }
 
 func newIncarnation() string {

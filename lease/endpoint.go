@@ -222,6 +222,11 @@ func (e *Election) endpointTimeout() time.Duration {
 // which wait for that goroutine; after a loss, on a goroutine of its own
 // (endTermsEndpoint).
 func (e *Election) withdrawEndpoint(timeout time.Duration) {
+	e.withdrawEndpointWithin(context.Background(), timeout)
+}
+
+// withdrawEndpointWithin is withdrawEndpoint under parent as well.
+func (e *Election) withdrawEndpointWithin(parent context.Context, timeout time.Duration) {
 	e.mu.Lock()
 	r := e.route
 	if r == nil || r.ended {
@@ -244,7 +249,7 @@ func (e *Election) withdrawEndpoint(timeout time.Duration) {
 			logf(LevelError, "lease %s: withdrawing the endpoint of Service %s: %v", e.key, term.Service, panicError(p))
 		}
 	}()
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	if err := r.store.Withdraw(ctx, term); err != nil {
 		e.stats.EndpointFailed()
@@ -273,19 +278,28 @@ func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
 // slice is never touched).
 func (e *Election) endTermsEndpoint() {
 	e.mu.Lock()
-	graceful := e.withdrawWithin > 0 // a cancel or a hand-off ends it (boundWithdrawal)
+	graceful := e.endsGracefully // a cancel or a hand-off ends it (boundWithdrawal)
+	hasRoute := e.route != nil
 	e.mu.Unlock()
-	if !graceful {
-		go e.withdrawEndpoint(e.endpointTimeout())
+	if graceful || !hasRoute {
+		e.withdrawEndpoint(e.endpointTimeout())
 		return
 	}
-	e.withdrawEndpoint(e.endpointTimeout())
+	ctx, done := context.Background(), func() {}
+	if e.trackAsync != nil {
+		ctx, done = e.trackAsync() // Shutdown waits for it, or cancels it
+	}
+	go func() {
+		defer done()
+		e.withdrawEndpointWithin(ctx, e.endpointTimeout())
+	}()
 }
 
 // boundWithdrawal gives the endpoint's withdrawal half of within, the time
 // an ending (a release, a hand-off record) may take.
 func (e *Election) boundWithdrawal(within time.Duration) {
 	e.mu.Lock()
-	e.withdrawWithin = within / 2
+	e.endsGracefully = true
+	e.withdrawWithin = max(within/2, time.Nanosecond)
 	e.mu.Unlock()
 }

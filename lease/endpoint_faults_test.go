@@ -296,3 +296,139 @@ func TestALossDoesNotFreezeTheProcesssViewOfTheLease(t *testing.T) {
 	}
 	t.Fatalf("1 s after the loss GetHolder still says %+v (%v): the observer waits for the withdraw", h, err)
 }
+
+// heldPatches holds its first JSONPatch: it returns when its caller gives
+// up and is applied on the server once release is closed (landed gets its
+// outcome), as a write whose answer never came.
+type heldPatches struct {
+	kubeapi.EndpointSlices
+	held, release chan struct{}
+	landed        chan error
+}
+
+func (s heldPatches) JSONPatch(ctx context.Context, name string, patch []byte) (*kubeapi.EndpointSlice, error) {
+	select {
+	case <-s.held:
+		return s.EndpointSlices.JSONPatch(ctx, name, patch)
+	default:
+	}
+	close(s.held)
+	go func() {
+		<-s.release
+		_, err := s.EndpointSlices.JSONPatch(context.Background(), name, patch)
+		s.landed <- err
+	}()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A cancel cuts the new leader's first write short; landing after the
+// cancel returned, it must not route the Service to the stopped leader.
+func TestCancelLeavesNoLateEndpoint(t *testing.T) {
+	cs := fake.NewClientset()
+	ctx := context.Background()
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "l", Namespace: "ns"},
+		Spec: coordinationv1.LeaseSpec{LeaseTransitions: ptr.To[int32](4)}}
+	releaseSpec(l, time.Now())
+	if _, err := cs.CoordinationV1().Leases("ns").Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ready, port := true, int32(50051)
+	if _, err := cs.DiscoveryV1().EndpointSlices("ns").Create(ctx, &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "store-leader", Namespace: "ns",
+			Labels:      map[string]string{discoveryv1.LabelServiceName: "store", discoveryv1.LabelManagedBy: endpoints.ManagedBy},
+			Annotations: map[string]string{endpoints.TokenAnnotation: "4", endpoints.HolderAnnotation: "old", endpoints.LeaseAnnotation: "l"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	slices := heldPatches{clientsetapi.Wrap(cs).EndpointSlices("ns"), make(chan struct{}), make(chan struct{}), make(chan error, 1)}
+	leases := cs.CoordinationV1().Leases("ns")
+	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	if err := e.publishEndpoint(endpoints.Store{Client: endpointClient{clientsetapi.Wrap(cs), slices}}, testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	<-slices.held // the patch over the previous term's slice is on its way
+	if err := e.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	close(slices.release)
+	<-slices.landed
+	s, err := cs.DiscoveryV1().EndpointSlices("ns").Get(ctx, "store-leader", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Annotations[endpoints.HolderAnnotation] == "a" && len(s.Endpoints) > 0 {
+		t.Fatalf("after Cancel returned (withdrawn, released) the Service routes to a: %v token %s",
+			s.Endpoints[0].Addresses, s.Annotations[endpoints.TokenAnnotation])
+	}
+}
+
+// After a loss the withdrawal runs on its own goroutine: Shutdown waits
+// for it, so that nothing of the library still runs once it returned.
+func TestShutdownWaitsForTheWithdrawalAfterALoss(t *testing.T) {
+	cs := fake.NewClientset()
+	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
+	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	e, err := m.RunElection("ns", "l", "a", timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases("ns")
+	l, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("intruder")
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitLost(); err == nil {
+		t.Fatal("no loss")
+	}
+	<-e.Done()
+	if !waitUntil(2*time.Second, func() bool { return waitingUnder("(*Election).withdrawEndpointWithin") == 1 }) {
+		t.Fatal("no withdrawal after the loss")
+	}
+	_ = m.Shutdown(time.Second)
+	if n := waitingUnder("(*Election).withdrawEndpointWithin"); n > 0 {
+		t.Fatalf("Shutdown returned with %d endpoint withdrawal(s) still running", n)
+	}
+}
+
+// A release bound of a nanosecond is still a graceful end: the endpoint is
+// withdrawn before Cancel returns.
+type ctxRoutes struct{ fakeRoutes }
+
+func (c *ctxRoutes) Withdraw(ctx context.Context, p endpoints.Publication) error {
+	<-ctx.Done()
+	return c.fakeRoutes.Withdraw(ctx, p)
+}
+
+func TestATinyReleaseBoundStillWithdrawsFirst(t *testing.T) {
+	routes := &ctxRoutes{fakeRoutes{log: &opLog{}}}
+	e := plainElection(t, unitTiming)
+	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	e.start()
+	if _, err := e.WaitElected(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.CancelWithin(1)
+	if w := routes.log.index("withdraw"); w < 0 {
+		t.Fatalf("writes %q when CancelWithin(1) returned: want the endpoint withdrawn first", routes.log.all())
+	}
+}

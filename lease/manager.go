@@ -54,7 +54,10 @@ type Manager struct {
 	// wait for them (claimEnd).
 	ending      map[chan struct{}]*Election
 	metricsSize atomic.Int64 // bytes of the last Metrics text, to size the next
-	firstRounds *gate        // admits elections to their first round (firstrounds.go)
+	// async holds work of ended elections still running (a withdrawal
+	// after a loss: trackAsync), by a channel closed when it is done.
+	async       map[chan struct{}]context.CancelFunc
+	firstRounds *gate // admits elections to their first round (firstrounds.go)
 }
 
 // NewManager returns a Manager using clk (nil: the real clock). It needs a
@@ -65,7 +68,7 @@ func NewManager(clk clock.Clock) *Manager {
 	}
 	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
 		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds, events: newEventRecorder()}
+		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds, events: newEventRecorder(), async: map[chan struct{}]context.CancelFunc{}}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
@@ -158,6 +161,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
 	e.candidacy = newCandidacy(e, &m.candidates)
 	e.firstRounds = m.firstRounds
+	e.trackAsync = m.trackAsync
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -383,12 +387,19 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 				<-e.candidacy.done
 			}
 		}
+		m.mu.Lock()
+		async := slices.Collect(maps.Keys(m.async))
+		m.mu.Unlock()
+		for _, ch := range async { // endpoints withdrawn after losses
+			<-ch
+		}
 		close(finished)
 	}()
 	select {
 	case <-finished:
 		m.events.Stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
 	case <-m.clock.After(timeout):
+		m.cancelAsync() // best effort: a withdrawal after a loss is abandoned, not left running
 		// The releases still running record their Events when they end:
 		// stop the recorder after them, not before (it would start again).
 		go func() {
@@ -454,4 +465,34 @@ func (m *Manager) Init() (string, error) {
 // requestContext bounds one API call made on behalf of a caller.
 func requestContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), requestTimeout)
+}
+
+// trackAsync registers work of an election that outlives its goroutine,
+// for Shutdown to wait for (and cancel, at its timeout): the work runs
+// under ctx and calls done when it ended.
+func (m *Manager) trackAsync() (ctx context.Context, done func()) {
+	ch := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	m.mu.Lock()
+	m.async[ch] = cancel
+	m.mu.Unlock()
+	return ctx, func() {
+		m.mu.Lock()
+		delete(m.async, ch)
+		m.mu.Unlock()
+		cancel()
+		close(ch)
+	}
+}
+
+// cancelAsync cancels the tracked work still running and waits for it to
+// return (it returns at once: its requests are cut short).
+func (m *Manager) cancelAsync() {
+	m.mu.Lock()
+	running := maps.Clone(m.async)
+	m.mu.Unlock()
+	for ch, cancel := range running {
+		cancel()
+		<-ch
+	}
 }

@@ -215,12 +215,14 @@ func (p Publication) create(ctx context.Context, slices kubeapi.EndpointSlices, 
 	return p.outcome("create", err)
 }
 
-// Withdraw empties the slice (endpoints: []; the token and holder
-// annotations kept, so that a later term with a lower token stays refused)
-// if it carries exactly p.Token and p.Identity; when there is no slice, it
-// creates an empty one of this term (so that a create of this term still
-// on its way fails). It writes nothing and returns nil when the slice is
-// already empty or another term's;
+// Withdraw makes the slice list nothing as of this term: it empties the
+// slice when it is this term's (endpoints: []; the token and holder
+// annotations kept, so that a later term with a lower token stays
+// refused), and empties an earlier term's slice as this term's, or creates
+// an empty one of this term when there is none, so that a write of this
+// term still on its way (cut short, its answer never come) fails when it
+// lands. It writes nothing and returns nil when the slice is already empty
+// or a later term's;
 // ErrNotOurs when it is not ours (a misconfiguration worth a log line).
 // Only p.Namespace, p.Service, p.Lease, p.Identity and p.Token are used.
 // Compare-and-swap with retries, as Publish.
@@ -259,11 +261,24 @@ func (s Store) Withdraw(ctx context.Context, p Publication) error {
 			return nil, err
 		}
 		uid := types.UID(cur.Annotations[LeaseUIDAnnotation])
-		if token(cur) != p.Token || cur.Annotations[HolderAnnotation] != p.Identity || len(cur.Endpoints) == 0 ||
-			(uid != "" && p.LeaseUID != "" && uid != p.LeaseUID) {
-			return nil, nil
-		}
+		own := token(cur) == p.Token && cur.Annotations[HolderAnnotation] == p.Identity &&
+			(uid == "" || p.LeaseUID == "" || uid == p.LeaseUID)
 		empty := *cur
+		switch {
+		case own && len(cur.Endpoints) == 0:
+			return nil, nil
+		case own:
+		case s.mayReplace(ctx, p, cur) == nil:
+			// An earlier term's slice: this term's write of it (a patch
+			// over it, an update on its version) may still be on its
+			// way. Emptied as this term's, the slice changes version and
+			// token, so that such a write fails. The earlier term's
+			// endpoint is no leader's either.
+			empty = *p.slice(cur, netip.IPv4Unspecified())
+			empty.AddressType = cur.AddressType
+		default:
+			return nil, nil // a later term's: not ours to touch
+		}
 		empty.Endpoints = []kubeapi.Endpoint{}
 		_, err = slices.Update(ctx, &empty)
 		return p.outcome("withdraw", err)

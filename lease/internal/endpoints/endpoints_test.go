@@ -172,7 +172,9 @@ func TestWithdrawEmptiesOnlyOwnTerm(t *testing.T) {
 	}
 	a.publish(term("b", 5, "10.0.0.2"))
 	a.writes()
-	for _, other := range []Publication{term("a", 3, ""), term("c", 5, ""), term("b", 6, "")} {
+	// Earlier terms (a lower token, the same token of another holder)
+	// leave a later term's slice alone.
+	for _, other := range []Publication{term("a", 3, ""), term("c", 5, "")} {
 		if err := a.store.Withdraw(ctx, other); err != nil {
 			t.Fatalf("withdraw of another term (%s/%d): %v", other.Identity, other.Token, err)
 		}
@@ -352,10 +354,18 @@ func TestUnreadableTokenIsOldest(t *testing.T) {
 	if got, _ := a.store.Read(context.Background(), testNS, "db"); got.Token != -1 {
 		t.Fatalf("read token %d, want -1", got.Token)
 	}
+	// Older than any term: a term withdrawing takes it over, empty.
 	if err := a.store.Withdraw(context.Background(), term("a", 3, "")); err != nil {
 		t.Fatal(err)
 	}
-	a.lists("10.0.0.1", -1, "a") // not withdrawn: not exactly its term
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); len(got.Addresses) != 0 || got.Token != 3 {
+		t.Fatalf("after the withdrawal over an unreadable token: %+v; want empty, token 3", got)
+	}
+	s.Annotations[TokenAnnotation] = "three"
+	s.ResourceVersion = ""
+	if err := a.client.Tracker().Update(slicesGVR, s, testNS); err != nil {
+		t.Fatal(err)
+	}
 	a.publish(term("b", 0, "10.0.0.2"))
 	a.lists("10.0.0.2", 0, "b")
 }
@@ -459,4 +469,21 @@ func TestWithdrawOfTheOwnEndpointIsOnePatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.noWrites()
+}
+
+// A later term's withdrawal over an earlier term's slice takes it over,
+// empty: the slice lists nothing as of that term.
+func TestWithdrawOverAnEarlierTermsSliceTakesItOver(t *testing.T) {
+	a := newAPI(t)
+	a.publish(term("b", 5, "10.0.0.2"))
+	a.writes()
+	if err := a.store.Withdraw(context.Background(), term("b", 6, "10.0.0.3")); err != nil {
+		t.Fatal(err)
+	}
+	if w := a.writes(); !slices.Equal(w, []string{"update " + sliceName}) {
+		t.Fatalf("writes %q, want one update", w)
+	}
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); len(got.Addresses) != 0 || got.Token != 6 || got.Holder != "b" {
+		t.Fatalf("the slice: %+v; want empty, of b/6", got)
+	}
 }

@@ -133,3 +133,64 @@ func (s lateSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
+
+// A new term's write over its predecessor's slice (an update on the
+// version it read, or the patch testing the previous token), cut short
+// and landing after the term's withdrawal, must find the slice changed.
+type lateWrite struct {
+	kubeapi.Client
+	held, release chan struct{}
+	landed        chan error
+}
+
+func (l lateWrite) EndpointSlices(ns string) kubeapi.EndpointSlices {
+	return lateWriteSlices{l.Client.EndpointSlices(ns), l}
+}
+
+type lateWriteSlices struct {
+	kubeapi.EndpointSlices
+	l lateWrite
+}
+
+func (s lateWriteSlices) hold(ctx context.Context, apply func() error) error {
+	close(s.l.held)
+	go func() { <-s.l.release; s.l.landed <- apply() }()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s lateWriteSlices) Update(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
+	return nil, s.hold(ctx, func() error { _, err := s.EndpointSlices.Update(context.Background(), slice); return err })
+}
+
+func (s lateWriteSlices) JSONPatch(ctx context.Context, name string, patch []byte) (*kubeapi.EndpointSlice, error) {
+	return nil, s.hold(ctx, func() error { _, err := s.EndpointSlices.JSONPatch(context.Background(), name, patch); return err })
+}
+
+func testLateWriteAfterWithdrawal(t *testing.T, prevToken int64) {
+	a := newAPI(t)
+	a.publish(term("old", 4, "10.0.0.1"))
+	held, release, landed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	late := Store{Client: lateWrite{a.store.Client, held, release, landed}}
+	b := term("b", 5, "10.0.0.2")
+	b.PrevToken = prevToken
+	ctx, giveUp := context.WithCancel(context.Background())
+	published := make(chan error, 1)
+	go func() { published <- late.Publish(ctx, b) }()
+	<-held
+	giveUp()
+	if err := <-published; err == nil {
+		t.Fatal("Publish whose write was given up returned nil")
+	}
+	if err := a.store.Withdraw(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-landed
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); got.Holder == "b" && len(got.Addresses) > 0 {
+		t.Fatalf("after b's withdrawal the slice routes to b: %v (token %d)", got.Addresses, got.Token)
+	}
+}
+
+func TestALateUpdateCannotLandAfterTheWithdrawal(t *testing.T) { testLateWriteAfterWithdrawal(t, 0) }
+func TestALatePatchCannotLandAfterTheWithdrawal(t *testing.T)  { testLateWriteAfterWithdrawal(t, 4) }
