@@ -265,32 +265,9 @@ func TestPublishEndpointRefusesALapsedTerm(t *testing.T) {
 // this process see the Lease as this process last wrote it (itself as
 // holder, "live") for up to twice the endpoint timeout.
 func TestALossDoesNotFreezeTheProcesssViewOfTheLease(t *testing.T) {
-	cs := fake.NewClientset()
-	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
-	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-	e, err := m.RunElection("ns", "l", "a", timing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	leases := cs.CoordinationV1().Leases("ns")
-	l, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("intruder")
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.WaitLost(); err == nil {
-		t.Fatal("no loss")
-	}
+	m, _ := lostWithAHangingSliceAPI(t)
 	var h HolderState
+	var err error
 	if waitUntil(time.Second, func() bool { h, err = m.GetHolder("ns", "l"); return err == nil && h.Holder == "intruder" }) {
 		return
 	}
@@ -373,31 +350,7 @@ func TestCancelLeavesNoLateEndpoint(t *testing.T) {
 // After a loss the withdrawal runs on its own goroutine: Shutdown waits
 // for it, so that nothing of the library still runs once it returned.
 func TestShutdownWaitsForTheWithdrawalAfterALoss(t *testing.T) {
-	cs := fake.NewClientset()
-	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
-	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-	e, err := m.RunElection("ns", "l", "a", timing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	leases := cs.CoordinationV1().Leases("ns")
-	l, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Spec.HolderIdentity = ptr.To("intruder")
-	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.WaitLost(); err == nil {
-		t.Fatal("no loss")
-	}
+	m, e := lostWithAHangingSliceAPI(t)
 	<-e.Done()
 	if !waitUntil(2*time.Second, func() bool { return waitingUnder("(*Election).withdrawEndpointWithin") == 1 }) {
 		t.Fatal("no withdrawal after the loss")
@@ -431,4 +384,37 @@ func TestATinyReleaseBoundStillWithdrawsFirst(t *testing.T) {
 	if w := routes.log.index("withdraw"); w < 0 {
 		t.Fatalf("writes %q when CancelWithin(1) returned: want the endpoint withdrawn first", routes.log.all())
 	}
+}
+
+// lostWithAHangingSliceAPI is a Manager whose EndpointSlice requests never
+// answer, with an election "a" on ns/l that published an endpoint, was
+// elected, and lost its Lease to another writer.
+func lostWithAHangingSliceAPI(t *testing.T) (*Manager, *Election) {
+	t.Helper()
+	cs := fake.NewClientset()
+	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
+	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	e, err := m.RunElection("ns", "l", "a", timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leases := cs.CoordinationV1().Leases("ns")
+	l, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Spec.HolderIdentity = ptr.To("intruder")
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.WaitLost(); err == nil {
+		t.Fatal("no loss")
+	}
+	return m, e
 }
