@@ -81,9 +81,9 @@ type Election struct {
 	admitted       atomic.Bool // past firstRounds: it has sent or may send requests
 	route          *route      // the endpoint it publishes while it leads (endpoint.go); nil: none
 	// withdrawWithin bounds the endpoint's withdrawal before a release or a
-	// hand-off (set by them, e.mu); 0: endpointTimeout.
+	// hand-off (set by them, e.mu; > 0: the end is graceful, the endpoint
+	// withdrawn first); 0: a loss, withdrawn within endpointTimeout.
 	withdrawWithin time.Duration
-	endsGracefully bool  // a cancel or a hand-off ends it: the endpoint is withdrawn first (e.mu)
 	prevToken      int64 // the token of the term before this one on the Lease (0: none known)
 	// trackAsync registers work that outlives the election's goroutine (a
 	// withdrawal after a loss) with the Manager, whose Shutdown waits for

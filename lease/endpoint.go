@@ -220,13 +220,8 @@ func (e *Election) endpointTimeout() time.Duration {
 // hand-off record gets the rest). Called on the election's goroutine once
 // leadership ended locally: before the Lease is released or handed off,
 // which wait for that goroutine; after a loss, on a goroutine of its own
-// (endTermsEndpoint).
-func (e *Election) withdrawEndpoint(timeout time.Duration) {
-	e.withdrawEndpointWithin(context.Background(), timeout)
-}
-
-// withdrawEndpointWithin is withdrawEndpoint under parent as well.
-func (e *Election) withdrawEndpointWithin(parent context.Context, timeout time.Duration) {
+// (endTermsEndpoint), under parent (cancelled by Shutdown at its timeout).
+func (e *Election) withdrawEndpoint(parent context.Context, timeout time.Duration) {
 	e.mu.Lock()
 	r := e.route
 	if r == nil || r.ended {
@@ -273,16 +268,19 @@ func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
 
 // endTermsEndpoint withdraws the endpoint as the election's goroutine ends:
 // there, before a release or hand-off (they wait for that goroutine), or,
-// after a loss or a contained panic, on a goroutine of its own, so that the observer, which the
-// goroutine resumes next, is not held back (best effort: a later term's
-// slice is never touched).
+// after a loss or a contained panic, on a goroutine of its own, so that
+// the observer, which the goroutine resumes next, is not held back (best
+// effort: a later term's slice is never touched).
 func (e *Election) endTermsEndpoint() {
 	e.mu.Lock()
-	graceful := e.endsGracefully // a cancel or a hand-off ends it (boundWithdrawal)
+	graceful := e.withdrawWithin > 0 // a cancel or a hand-off ends it (boundWithdrawal)
 	hasRoute := e.route != nil
 	e.mu.Unlock()
-	if graceful || !hasRoute {
-		e.withdrawEndpoint(e.endpointTimeout())
+	switch {
+	case !hasRoute:
+		return
+	case graceful:
+		e.withdrawEndpoint(context.Background(), e.endpointTimeout())
 		return
 	}
 	ctx, done := context.Background(), func() {}
@@ -291,15 +289,15 @@ func (e *Election) endTermsEndpoint() {
 	}
 	go func() {
 		defer done()
-		e.withdrawEndpointWithin(ctx, e.endpointTimeout())
+		e.withdrawEndpoint(ctx, e.endpointTimeout())
 	}()
 }
 
 // boundWithdrawal gives the endpoint's withdrawal half of within, the time
-// an ending (a release, a hand-off record) may take.
+// an ending (a release, a hand-off record) may take; at least a nanosecond,
+// so that withdrawWithin > 0 says the end is graceful.
 func (e *Election) boundWithdrawal(within time.Duration) {
 	e.mu.Lock()
-	e.endsGracefully = true
 	e.withdrawWithin = max(within/2, time.Nanosecond)
 	e.mu.Unlock()
 }

@@ -76,21 +76,9 @@ func (unansweredSlices) List(ctx context.Context, _ metav1.ListOptions) (*kubeap
 // out with the Lease still held, and a host that exits then leaves it to
 // expire: graceful failover becomes a full lease duration.
 func TestShutdownReleasesWithinItsTimeoutWhenTheSliceAPIHangs(t *testing.T) {
-	cs := fake.NewClientset()
-	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
-	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-	e, err := m.RunElection("ns", "l", "a", timing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	cs, m, _ := electedWithAHangingSliceAPI(t)
 	start := time.Now()
-	err = m.Shutdown(time.Second)
+	err := m.Shutdown(time.Second)
 	took := time.Since(start)
 	l, gerr := cs.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
 	if gerr != nil {
@@ -231,7 +219,7 @@ func TestThePublisherStopsWhenItsTermIsNoLongerValid(t *testing.T) {
 	}
 	<-routes.publishing // the first attempt, while valid: it fails
 	e.revoke()          // the term's validity is over (IsLeader 0)
-	defer e.withdrawEndpoint(time.Second)
+	defer e.withdrawEndpoint(context.Background(), time.Second)
 	select {
 	case p := <-routes.publishing:
 		if ok, _, _ := e.IsLeader(); !ok {
@@ -251,7 +239,7 @@ func TestPublishEndpointRefusesALapsedTerm(t *testing.T) {
 	e.phase, e.token, e.validUntil = phaseLeader, 5, time.Now().Add(-time.Second)
 	e.mu.Unlock()
 	_ = e.publishEndpoint(routes, testEndpoint)
-	defer e.withdrawEndpoint(time.Second)
+	defer e.withdrawEndpoint(context.Background(), time.Second)
 	select {
 	case p := <-routes.publishing:
 		t.Fatalf("endpoint of token %d written although IsLeader is 0", p.Token)
@@ -352,11 +340,11 @@ func TestCancelLeavesNoLateEndpoint(t *testing.T) {
 func TestShutdownWaitsForTheWithdrawalAfterALoss(t *testing.T) {
 	m, e := lostWithAHangingSliceAPI(t)
 	<-e.Done()
-	if !waitUntil(2*time.Second, func() bool { return waitingUnder("(*Election).withdrawEndpointWithin") == 1 }) {
+	if !waitUntil(2*time.Second, func() bool { return waitingUnder("(*Election).withdrawEndpoint") == 1 }) {
 		t.Fatal("no withdrawal after the loss")
 	}
 	_ = m.Shutdown(time.Second)
-	if n := waitingUnder("(*Election).withdrawEndpointWithin"); n > 0 {
+	if n := waitingUnder("(*Election).withdrawEndpoint"); n > 0 {
 		t.Fatalf("Shutdown returned with %d endpoint withdrawal(s) still running", n)
 	}
 }
@@ -391,19 +379,7 @@ func TestATinyReleaseBoundStillWithdrawsFirst(t *testing.T) {
 // elected, and lost its Lease to another writer.
 func lostWithAHangingSliceAPI(t *testing.T) (*Manager, *Election) {
 	t.Helper()
-	cs := fake.NewClientset()
-	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
-	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-	e, err := m.RunElection("ns", "l", "a", timing)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(10 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	cs, m, e := electedWithAHangingSliceAPI(t)
 	leases := cs.CoordinationV1().Leases("ns")
 	l, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
 	if err != nil {
@@ -417,4 +393,25 @@ func lostWithAHangingSliceAPI(t *testing.T) (*Manager, *Election) {
 		t.Fatal("no loss")
 	}
 	return m, e
+}
+
+// electedWithAHangingSliceAPI is a Manager on cs whose EndpointSlice
+// requests never answer, with an election "a" on ns/l that published an
+// endpoint and was elected (its first write abandoned at its timeout).
+func electedWithAHangingSliceAPI(t *testing.T) (*fake.Clientset, *Manager, *Election) {
+	t.Helper()
+	cs := fake.NewClientset()
+	m := processOn(t, endpointClient{clientsetapi.Wrap(cs), unansweredSlices{}})
+	timing := Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+	e, err := m.RunElection("ns", "l", "a", timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.PublishEndpoint("ns", "l", e.ID(), testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return cs, m, e
 }
