@@ -86,7 +86,7 @@ func TestUpdateOfADeletedSliceIsALostRace(t *testing.T) {
 func TestALateCreateCannotLandAfterTheWithdrawal(t *testing.T) {
 	a := newAPI(t)
 	held, release, landed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	late := Store{Client: lateCreate{a.store.Client, held, release, landed}}
+	late := Store{Client: lateWrite{a.store.Client, held, release, landed}}
 	ctx, giveUp := context.WithCancel(context.Background())
 	published := make(chan error, 1)
 	go func() { published <- late.Publish(ctx, term("a", 3, "10.0.0.1")) }()
@@ -105,38 +105,14 @@ func TestALateCreateCannotLandAfterTheWithdrawal(t *testing.T) {
 	}
 }
 
-// lateCreate's Create returns when its caller gives up (ctx), and applies
-// the create on the server only once release is closed (landed gets its
-// outcome): an answer that never came, of a write that still lands.
-type lateCreate struct {
-	kubeapi.Client
-	held, release chan struct{}
-	landed        chan error
-}
-
-func (l lateCreate) EndpointSlices(ns string) kubeapi.EndpointSlices {
-	return lateSlices{l.Client.EndpointSlices(ns), l}
-}
-
-type lateSlices struct {
-	kubeapi.EndpointSlices
-	l lateCreate
-}
-
-func (s lateSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
-	close(s.l.held)
-	go func() {
-		<-s.l.release
-		_, err := s.EndpointSlices.Create(context.Background(), slice)
-		s.l.landed <- err
-	}()
-	<-ctx.Done()
-	return nil, ctx.Err()
-}
-
 // A new term's write over its predecessor's slice (an update on the
 // version it read, or the patch testing the previous token), cut short
 // and landing after the term's withdrawal, must find the slice changed.
+//
+// lateWrite's writes (its first: held closes) return when their caller
+// gives up (ctx), and are applied on the server only once release is
+// closed (landed gets the outcome): an answer that never came, of a write
+// that still lands.
 type lateWrite struct {
 	kubeapi.Client
 	held, release chan struct{}
@@ -157,6 +133,10 @@ func (s lateWriteSlices) hold(ctx context.Context, apply func() error) error {
 	go func() { <-s.l.release; s.l.landed <- apply() }()
 	<-ctx.Done()
 	return ctx.Err()
+}
+
+func (s lateWriteSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
+	return nil, s.hold(ctx, func() error { _, err := s.EndpointSlices.Create(context.Background(), slice); return err })
 }
 
 func (s lateWriteSlices) Update(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
