@@ -62,6 +62,7 @@ type haPlane struct {
 	dir      string // members' data dirs and the API servers' certificates; removed by stop
 	members  []*envtest.Etcd
 	apis     []*envtest.APIServer
+	apiOuts  []*tail             // the API servers' output, for an error of their stop
 	links    [][]*tcpproxy.Proxy // [API server][member]
 	lb       *tcpproxy.Proxy
 	control  *http.Server
@@ -210,6 +211,7 @@ func (h *haPlane) startAPIServers(assets string, opts options) error {
 		a := h.apis[k]
 		a.Path, a.CertDir, a.EtcdURL, a.StartTimeout = filepath.Join(assets, "kube-apiserver"), certDir, etcdURL, haStartTimeout
 		out := newTail()
+		h.apiOuts[k] = out
 		a.Out, a.Err = out, out
 		a.SecureServing.ListenAddr = envtest.ListenAddr{Address: "127.0.0.1", Port: strconv.Itoa(t.SecurePort)}
 		if k > 0 {
@@ -227,6 +229,7 @@ func (h *haPlane) startAPIServers(assets string, opts options) error {
 	for range h.topology.APIServers {
 		h.apis = append(h.apis, &envtest.APIServer{})
 	}
+	h.apiOuts = make([]*tail, len(h.apis))
 	if err := start(0); err != nil {
 		return err
 	}
@@ -286,7 +289,12 @@ func (h *haPlane) stop() error {
 		_ = h.lb.Close()
 	}
 	started := time.Now()
-	errs = append(errs, inParallel(len(h.apis), func(k int) error { return h.apis[k].Stop() }))
+	errs = append(errs, inParallel(len(h.apis), func(k int) error {
+		if err := h.apis[k].Stop(); err != nil {
+			return fmt.Errorf("kube-apiserver %d: %w%s", k, err, h.apiOuts[k].lastLines(12))
+		}
+		return nil
+	}))
 	apisStopped := time.Now()
 	for _, links := range h.links {
 		for _, l := range links {
@@ -417,14 +425,17 @@ func (t *tail) Write(b []byte) (int, error) {
 
 // last is "; its last output: " and the process's last three lines, or ""
 // if it wrote nothing.
-func (t *tail) last() string {
+func (t *tail) last() string { return t.lastLines(3) }
+
+// lastLines is last with the last n lines.
+func (t *tail) lastLines(n int) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	lines := strings.Split(strings.TrimSpace(string(t.buf)), "\n")
 	if len(lines) == 1 && lines[0] == "" {
 		return ""
 	}
-	return "; its last output: " + strings.Join(lines[max(len(lines)-3, 0):], " | ")
+	return "; its last output: " + strings.Join(lines[max(len(lines)-n, 0):], " | ")
 }
 
 // inParallel runs f(0) ... f(n-1) side by side and joins their errors.

@@ -461,18 +461,26 @@ func (s *Server) needHA(k int) error {
 	return s.APIServer(k).check()
 }
 
-// stopRestarted ends the processes this package started (API servers
-// first), before envtest-server removes their certificates and data.
-func (s *Server) stopRestarted() {
+// stopProcesses ends every control-plane process still running, whether
+// envtest-server or this package started it: the API servers first, then
+// the etcd members one by one, so that every API server drains while etcd
+// still has its quorum (a majority restarted by the test, stopped first,
+// would leave envtest-server's API servers unable to finish their requests).
+// envtest-server then finds its children gone and removes their
+// certificates and data.
+func (s *Server) stopProcesses() error {
+	var errs []error
 	for _, p := range s.procs() {
-		c := s.component(p)
-		if c == nil {
-			continue
+		if c := s.component(p); c != nil {
+			if cmd, _ := s.running(c); cmd == nil {
+				continue // stopped or killed by the test, not started again
+			}
 		}
-		if cmd, _ := s.running(c); cmd != nil {
-			_ = p.Stop()
+		if err := p.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", p, err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 func (s *Server) component(p Proc) *component {

@@ -344,3 +344,41 @@ func stopLeavesNothing(t *testing.T, s *Server, tmp string, pids []int) {
 		t.Fatalf("temp files left behind: %v", left)
 	}
 }
+
+// A bed whose etcd majority the test killed and started again (those
+// members are then the test's children, not envtest-server's) stops
+// cleanly: envtest-server's API server drains while etcd still has a
+// quorum, so Stop returns no error and leaves nothing running.
+func TestHAStopAfterMajorityRestarted(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	s := StartHA(t, Options{EtcdMembers: 3, APIServers: 1, Args: []string{"-namespace", "ha"}})
+	admin := createLease(t, s)
+	pids := []int{s.Cmd.Process.Pid}
+	for _, p := range proctree.Children(s.Cmd.Process.Pid) {
+		pids = append(pids, p.PID)
+	}
+	for _, i := range []int{0, 1} {
+		m := s.EtcdMember(i)
+		if err := m.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.WaitReady(30 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		pid, err := m.PID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pids = append(pids, pid)
+	}
+	if got, err := readHolder(admin, ""); err != nil || got != "a" {
+		t.Fatalf("after the restarts: %q, %v", got, err)
+	}
+	stopped := time.Now()
+	stopLeavesNothing(t, s, tmp, pids)
+	t.Logf("stopped in %v", time.Since(stopped).Round(time.Millisecond))
+}

@@ -170,19 +170,20 @@ func Start(logTo io.Writer, args ...string) (*Server, error) {
 // Client returns a new clientset for the server.
 func (s *Server) Client() (kubernetes.Interface, error) { return kubernetes.NewForConfig(s.Config) }
 
-// Stop sends SIGTERM and waits up to timeout for a clean exit. Once the
-// server has exited, Stop returns how it exited.
+// Stop ends the control plane (stopProcesses: API servers, then etcd
+// members), sends envtest-server SIGTERM and waits up to timeout for a
+// clean exit. Once the server has exited, Stop returns how it exited.
 func (s *Server) Stop(timeout time.Duration) error {
 	select {
 	case <-s.exited:
 		return s.exitErr
 	default:
 	}
-	s.stopRestarted()
+	stopErr := s.stopProcesses()
 	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return err
+		return errors.Join(stopErr, err)
 	}
-	return s.Wait(timeout)
+	return errors.Join(stopErr, s.Wait(timeout))
 }
 
 // Wait waits up to timeout for the server to exit and returns its error.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"slices"
@@ -25,8 +26,8 @@ import (
 
 // Faults of a control plane shaped like production: three etcd members
 // and two API servers behind a load balancer (testenv.StartHA), one bed
-// per scenario. The candidates are ours only: the suite has no plain
-// client-go candidate process. Each scenario logs what the fault cost in
+// per scenario. The five scenarios' candidates are ours; the soak mixes in
+// plain client-go ones. Each scenario logs what the fault cost in
 // one line `HA-FIGURE <scenario> <name>=<value> ...`.
 
 // haTiming is our first user's 5/4/1 s: the renew deadline comfortably
@@ -39,14 +40,15 @@ var haTiming = timing{5 * time.Second, 4 * time.Second, time.Second}
 func startHABed(t *testing.T) *testenv.Server {
 	t.Helper()
 	log := &syncBuffer{}
-	bed := testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Args: []string{"-namespace", namespace}, Log: log})
+	// Registered first, so it runs after StartHA's stop, whose failure it
+	// then shows.
 	t.Cleanup(func() {
 		if t.Failed() {
 			b := log.String()
 			t.Logf("envtest-server log (last 6000 bytes):\n%s", b[max(0, len(b)-6000):])
 		}
 	})
-	return bed
+	return testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Args: []string{"-namespace", namespace}, Log: log})
 }
 
 // directClient is the admin's client straight to API server k.
@@ -522,12 +524,21 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 	}
 }
 
-// The HA soak: five candidates of ours (three through the load balancer,
-// one straight at each API server) while a nemesis, drawn at random with a
+// The HA soak: five candidates, three of ours and two plain client-go
+// ones (tests/fault/clientgocandidate), through the load balancer and
+// straight at each API server, while a nemesis, drawn at random with a
 // printed seed (FAULT_SOAK_HA_SEED replays one), SIGKILLs, SIGTERMs and
 // SIGSTOPs candidates and freezes, kills and restarts etcd members and API
 // servers, one fault at a time; the history checker judges the whole run.
 // FAULT_SOAK_HA_MINUTES (default 2; `make soak-ha` sets SOAK).
+//
+// A client-go candidate is SIGSTOPped only briefly (at most leaseDuration -
+// renewDeadline - retryPeriod - 200 ms): client-go's leading context has
+// no deadline of its own, so a process thawed after its lease ran out may
+// act as leader until its renew loop notices, and its log could not show
+// when it stopped acting. Ours are also stopped past their lease: their
+// IsLeader answers from the local clock, and the checker judges every
+// answer after the thaw.
 func TestHASoak(t *testing.T) {
 	t.Parallel()
 	minutes := envInt(t, "FAULT_SOAK_HA_MINUTES", 2)
@@ -542,17 +553,50 @@ func TestHASoak(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	bed := startHABed(t)
 	s := newScenarioOn(t, steady, bed)
-	opts := map[string]candOpts{}
-	for i, ctx := range []string{"", "", "", topology.APIServerContext(0), topology.APIServerContext(1)} {
-		id := fmt.Sprintf("soak-%d", i)
-		opts[id] = candOpts{context: ctx}
-		s.start(id, opts[id])
+	ids := []string{"soak-0", "soak-1", "soak-2-client-go", "soak-3", "soak-4-client-go"}
+	opts := map[string]candOpts{
+		ids[0]: {}, ids[1]: {}, ids[2]: {clientGo: true},
+		ids[3]: {context: topology.APIServerContext(0)},
+		ids[4]: {context: topology.APIServerContext(1), clientGo: true},
+	}
+	procs := map[string]*proc{}
+	for _, id := range ids {
+		procs[id] = s.start(id, opts[id])
 	}
 	s.awaitLeader(30*time.Second, 0)
 
 	var extra []history.Event // the instants long-frozen candidates stopped
-	count := map[string]int{}
-	pick := func() *proc { live := s.live(); return live[rng.Intn(len(live))] }
+	var faults []soakFault
+	fault := func(kind string) *soakFault {
+		faults = append(faults, soakFault{kind: kind, start: history.Now()})
+		return &faults[len(faults)-1]
+	}
+	restarts := 0
+	// restartExited starts again a client-go candidate that exited after
+	// losing a term (status 3), as a Deployment would; any other exit
+	// the nemesis did not cause fails the run.
+	restartExited := func() {
+		for _, id := range ids {
+			p := procs[id]
+			select {
+			case <-p.done:
+			default:
+				continue
+			}
+			if !p.lostFirst() {
+				t.Fatalf("%s (pid %d) exited on its own with %v; stderr: %s", id, p.pid(), p.status, p.stderr)
+			}
+			restarts++
+			procs[id] = s.start(id, opts[id])
+		}
+	}
+	pick := func() *proc {
+		if leader, _ := s.leader(); leader != nil && rng.Intn(2) == 0 {
+			return leader
+		}
+		live := s.live()
+		return live[rng.Intn(len(live))]
+	}
 	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int63n(int64(hi-lo))) }
 	stopFor := func(p testenv.Proc, d time.Duration, kill bool) {
 		t.Helper()
@@ -579,33 +623,29 @@ func TestHASoak(t *testing.T) {
 	}
 	end := time.Now().Add(time.Duration(minutes) * time.Minute)
 	for time.Now().Before(end) {
+		restartExited()
 		switch n := rng.Intn(8); n {
 		case 0, 1: // the leader, or anyone, SIGKILLed or SIGTERMed and restarted
 			p := pick()
-			if leader, _ := s.leader(); leader != nil && rng.Intn(2) == 0 {
-				p = leader
-			}
+			f := fault(map[bool]string{true: "cand-sigkill", false: "cand-sigterm"}[n == 0])
 			if n == 0 {
-				count["cand-sigkill"]++
 				s.sigkill(p)
 			} else {
-				count["cand-sigterm"]++
 				s.sigterm(p)
 			}
-			s.start(p.id, opts[p.id])
+			procs[p.id] = s.start(p.id, opts[p.id])
+			f.end = history.Now()
 		case 2: // a candidate SIGSTOPped: shorter than leaseDuration - renewDeadline, or past its lease
 			p := pick()
-			if leader, _ := s.leader(); leader != nil && rng.Intn(2) == 0 {
-				p = leader
-			}
-			long := rng.Intn(2) == 0
+			long := !p.clientGo && rng.Intn(2) == 0
 			d := between(100*time.Millisecond, s.timing.lease-s.timing.renew-200*time.Millisecond)
-			if long {
+			switch {
+			case long:
 				d = between(s.timing.lease+time.Second, s.timing.lease+4*time.Second)
-				count["cand-sigstop-long"]++
-			} else {
-				count["cand-sigstop-short"]++
+			case p.clientGo:
+				d = between(100*time.Millisecond, s.timing.lease-s.timing.renew-s.timing.retry-200*time.Millisecond)
 			}
+			f := fault(map[bool]string{true: "cand-sigstop-long", false: "cand-sigstop-short"}[long])
 			if err := syscall.Kill(p.pid(), syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
 			}
@@ -619,43 +659,134 @@ func TestHASoak(t *testing.T) {
 			if err := syscall.Kill(p.pid(), syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
+			f.end = history.Now()
 		case 3, 4:
 			m := bed.EtcdMember(rng.Intn(3))
 			kill := n == 4
-			count[map[bool]string{false: "etcd-freeze", true: "etcd-kill"}[kill]]++
+			f := fault(map[bool]string{false: "etcd-freeze", true: "etcd-kill"}[kill])
 			stopFor(m, between(time.Second, 8*time.Second), kill)
 			if err := m.WaitReady(30 * time.Second); err != nil {
 				t.Fatal(err)
 			}
+			f.end = history.Now()
 		case 5, 6:
 			a := bed.APIServer(rng.Intn(2))
 			kill := n == 6
-			count[map[bool]string{false: "apiserver-freeze", true: "apiserver-kill"}[kill]]++
+			f := fault(map[bool]string{false: "apiserver-freeze", true: "apiserver-kill"}[kill])
 			stopFor(a, between(time.Second, 8*time.Second), kill)
+			f.end = history.Now()
 		case 7:
-			count["quiet"]++
+			fault("quiet").end = history.Now()
 		}
 		time.Sleep(between(500*time.Millisecond, 3*time.Second))
 	}
+	restartExited()
 	_, last := s.awaitLeader(s.timing.lease+s.timing.renew+30*time.Second, 0)
 	r := s.stopAndVerify(extra...)
-	var longest time.Duration
-	for i := 1; i < len(r.Terms); i++ {
-		longest = max(longest, time.Duration(r.Terms[i].Start-r.Terms[i-1].Until()))
+	clientGoPIDs := map[int]bool{}
+	s.mu.Lock()
+	for _, p := range s.cands {
+		if p.clientGo {
+			clientGoPIDs[p.pid()] = true
+		}
 	}
-	faults := 0
+	s.mu.Unlock()
+	sum := summarizeSoak(r, faults, clientGoPIDs, s.timing.lease+s.timing.renew)
+	count := map[string]int{}
+	for _, f := range faults {
+		count[f.kind]++
+	}
+	kinds := slices.Sorted(maps.Keys(count))
 	kv := []any{"seed", seed, "minutes", minutes}
-	keys := make([]string, 0, len(count))
-	for k := range count {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		faults += count[k]
+	for _, k := range kinds {
 		kv = append(kv, k, count[k])
 	}
-	t.Logf("HA soak: %d faults %v; %d leaderships, %d leader changes, longest leaderless %v, last leader's token %d",
-		faults, count, len(r.Terms), r.LeaderChanges(), longest.Round(time.Millisecond), last.Token)
-	figure(t, "soak", append(kv, "faults", faults, "leader_changes", r.LeaderChanges(), "longest_leaderless", longest,
+	t.Logf("HA soak: %d faults %v; %d leaderships (%d by client-go), %d leader changes, longest leaderless %v, %d client-go restarts after a loss, last leader's token %d",
+		len(faults), count, len(r.Terms), sum.clientGoTerms, r.LeaderChanges(), sum.longest.Round(time.Millisecond), restarts, last.Token)
+	for _, k := range slices.Sorted(maps.Keys(sum.leaderless)) {
+		d := sum.leaderless[k]
+		figure(t, "soak-leaderless", "after", k, "n", len(d), "p50", quantile(d, 0.5), "max", slices.Max(d))
+	}
+	perHour := func(n int) string { return fmt.Sprintf("%.1f", float64(n)*60/float64(minutes)) }
+	for _, k := range slices.Sorted(maps.Keys(sum.spurious)) {
+		figure(t, "soak-spurious", "during", k, "ours", sum.spurious[k][0], "client_go", sum.spurious[k][1])
+	}
+	figure(t, "soak", append(kv, "faults", len(faults), "leaderships", len(r.Terms), "client_go_leaderships", sum.clientGoTerms,
+		"leader_changes", r.LeaderChanges(), "longest_leaderless", sum.longest,
+		"spurious_ours", sum.spuriousOurs, "spurious_ours_per_hour", perHour(sum.spuriousOurs),
+		"spurious_client_go", sum.spuriousClientGo, "spurious_client_go_per_hour", perHour(sum.spuriousClientGo),
 		"violations", len(r.Violations))...)
+}
+
+// soakFault is one fault the soak's nemesis injected, on the history's
+// clock: from its first signal to the end of its recovery.
+type soakFault struct {
+	kind       string
+	start, end int64
+}
+
+// soakSummary is what the soak's faults cost.
+type soakSummary struct {
+	// leaderless: the leaderless intervals by the fault they followed
+	// (the last fault begun before the previous term ended, if it ended
+	// no longer than the attribution window ago; else "none").
+	leaderless map[string][]time.Duration
+	longest    time.Duration
+	// spurious: terms that ended lost (not killed, frozen, terminated or
+	// exited) by the fault they happened in, [ours, client-go]; such a
+	// loss is a leadership change the leader's own process did not cause.
+	spurious                       map[string][2]int
+	spuriousOurs, spuriousClientGo int
+	clientGoTerms                  int
+}
+
+// summarizeSoak attributes the report's leaderless intervals and
+// spurious losses to the faults; window is how long after its end a fault
+// is still blamed (a lease duration and a renew deadline).
+func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, window time.Duration) soakSummary {
+	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}}
+	blame := func(at int64) string {
+		for i := len(faults) - 1; i >= 0; i-- {
+			if f := faults[i]; f.start <= at {
+				if f.end+int64(window) >= at {
+					return f.kind
+				}
+				break
+			}
+		}
+		return "none"
+	}
+	for i, tr := range r.Terms {
+		if clientGo[tr.PID] {
+			sum.clientGoTerms++
+		}
+		if tr.End != history.Open && tr.EndKind == history.Lost {
+			k := blame(tr.End)
+			c := sum.spurious[k]
+			if clientGo[tr.PID] {
+				c[1]++
+				sum.spuriousClientGo++
+			} else {
+				c[0]++
+				sum.spuriousOurs++
+			}
+			sum.spurious[k] = c
+		}
+		if i == 0 {
+			continue
+		}
+		prev := r.Terms[i-1]
+		if gap := time.Duration(tr.Start - prev.Until()); gap > 0 {
+			k := blame(prev.Until())
+			sum.leaderless[k] = append(sum.leaderless[k], gap)
+			sum.longest = max(sum.longest, gap)
+		}
+	}
+	return sum
+}
+
+// quantile is the q-quantile (nearest rank) of d.
+func quantile(d []time.Duration, q float64) time.Duration {
+	s := slices.Sorted(slices.Values(d))
+	return s[min(len(s)-1, int(q*float64(len(s))))]
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,19 @@ const namespace = "fault"
 var (
 	server    *testenv.Server
 	candidate string // the lease_candidate binary
+	binDir    string // where the suite's programs are built
+
+	// clientGoCandidate builds tests/fault/clientgocandidate once, at the
+	// first scenario that runs one, and returns its path.
+	clientGoCandidate = sync.OnceValues(func() (string, error) {
+		out := filepath.Join(binDir, "clientgocandidate")
+		cmd := exec.Command("go", "build", "-o", out, "./tests/fault/clientgocandidate")
+		cmd.Dir = testenv.RepoRoot()
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build the client-go candidate: %v\n%s", err, b)
+		}
+		return out, nil
+	})
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +59,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	binDir = dir
 	if candidate, err = buildCandidate(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
