@@ -44,7 +44,7 @@ type options struct {
 }
 
 // sectionNames are the parts of the benchmark, all run by default.
-var sectionNames = []string{"elected", "handoff", "handoff-to", "routing", "failover", "rolling", "steady", "abi", "user", "scale"}
+var sectionNames = []string{"elected", "handoff", "handoff-to", "routing", "failover", "ha", "rolling", "steady", "abi", "user", "scale"}
 
 var (
 	fast = lease.Timing{LeaseDuration: 5 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
@@ -308,6 +308,14 @@ func (b *bench) runAll(o options, kubeconfig string) error {
 				}
 				b.add(fmt.Sprintf("crash fail-over overshoot past renewTime + lease, %s", timingName(tc.t)), w, "ms", ms(d))
 			}
+		}
+	}
+	b.section = "ha"
+	if o.sections["ha"] {
+		nHA, nHAFail := o.samples(15, 2), o.samples(8, 1)
+		progress("the HA bed beside this one: graceful hand-off (n=%d) and crash fail-over (n=%d), %s, 1 standby, each implementation on each bed", nHA, nHAFail, timingName(fast))
+		if err := b.haRows(nHA, nHAFail); err != nil {
+			return err
 		}
 	}
 	b.section = "rolling"

@@ -23,6 +23,9 @@ type pageSection struct {
 	name  string // as -only names it (sectionNames)
 	title string
 	read  string // how to read the table (markdown)
+	// writtenBy: the command that writes this section's table if not
+	// make bench (whose runs then keep it as it is).
+	writtenBy string
 }
 
 const pageIntro = "# Benchmarks\n\n" +
@@ -98,6 +101,35 @@ var pageSections = []pageSection{
 		"standby may take the lease once it has expired, at the leader's last `renewTime` plus the " +
 		"lease duration; the row is the overshoot past that moment until the standby leads (both " +
 		"clocks are this one machine's). n=8 at 5/4/1 s and n=4 at 15/10/2 s for each implementation."},
+	{name: "ha", title: "On an HA control plane", read: "" +
+		"The graceful hand-off and crash fail-over rows above (5/4/1 s, one standby), measured on two " +
+		"beds in one run: the bed of the other sections (one etcd, one kube-apiserver) and an HA bed " +
+		"of its own (`envtest-server -etcd-members 3 -apiservers 2`: three etcd members as one " +
+		"cluster, two kube-apiservers on it, each with its own watch cache, behind our TCP load " +
+		"balancer, round-robin per connection), on this one machine. The beds and the two " +
+		"implementations alternate, n=15 hand-offs and n=8 fail-overs for each implementation on each " +
+		"bed. On the HA bed a write goes through an API server to an etcd follower or leader, and " +
+		"a standby's watch may be served by the other API server than the leader's writes: what that " +
+		"costs is the difference between the rows of one implementation. What faults of such a " +
+		"control plane cost (an etcd leader killed, an API server frozen, a stale watch cache, lost " +
+		"quorum) is measured by the fault suite: see docs/testing.md and docs/guarantees.md."},
+	{name: "soak-ha", title: "Faults of an HA control plane", writtenBy: "make soak-ha", read: "" +
+		"Written by `make soak-ha` (`TestHASoak` in tests/fault, `SOAK` minutes, 60 by default), not by " +
+		"`make bench`. On the HA bed, five candidate processes at 4/3/0.5 s compete for one Lease: three " +
+		"of ours (`tests/cpp/lease_candidate.cpp` on the shared library; two through the load balancer, " +
+		"one straight at API server 0) and two plain client-go ones (`tests/fault/clientgocandidate`, " +
+		"`LeaderElector` on a `LeaseLock`; one through the load balancer, one straight at API server 1). " +
+		"A nemesis drawn from a printed seed injects one fault at a time, then waits 0.5 to 3 s: a " +
+		"candidate (the leader half the time) SIGKILLed or SIGTERMed and restarted, or SIGSTOPped " +
+		"briefly or, ours only, past its lease; an etcd member or an API server frozen or killed for 1 " +
+		"to 8 s, then thawed or started again; or nothing. The history checker judges the whole run " +
+		"(two leaders at once, tokens that do not rise, `IsLeader` after a step-down): the table is " +
+		"written only when it found nothing. A leaderless interval runs from the end of one term (its " +
+		"loss, release or kill as logged) to the start of the next, and is counted against the last " +
+		"fault begun before that end, if it ended at most a lease duration plus a renew deadline " +
+		"earlier (else `none`). A spurious loss is a term that ended lost while its own process was " +
+		"neither killed, stopped past its lease, nor terminated: a leadership change the control " +
+		"plane caused."},
 	{name: "rolling", title: "Rolling update", read: "" +
 		"Three replicas r0, r1, r2 (r0 leads first) at 5/4/1 s, updated as a StatefulSet does, from " +
 		"the highest ordinal down: stop the replica gracefully and wait for it to end (ours: " +
@@ -219,7 +251,11 @@ func updatePage(old string, run runInfo, results []series) (string, []string) {
 		fmt.Fprintf(&b, "\n## %s (`%s`)\n\n%s\n\n", s.title, s.name, s.read)
 		table, ok := tables[s.name]
 		if !ok {
-			table = fmt.Sprintf("Not measured yet: `make bench BENCH_FLAGS=-only=%s`.\n", s.name)
+			command := "make bench BENCH_FLAGS=-only=" + s.name
+			if s.writtenBy != "" {
+				command = s.writtenBy
+			}
+			table = fmt.Sprintf("Not measured yet: `%s`.\n", command)
 		}
 		begin, end := pageMarkers(s.name)
 		b.WriteString(begin + "\n" + table + end + "\n")

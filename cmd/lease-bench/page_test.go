@@ -40,9 +40,11 @@ func tableOf(t *testing.T, page, section string) string {
 func TestPageSectionsAreTheBenchSections(t *testing.T) {
 	var names []string
 	for _, s := range pageSections {
-		names = append(names, s.name)
 		if s.title == "" || s.read == "" {
 			t.Errorf("section %s has no title or no text", s.name)
+		}
+		if s.writtenBy == "" {
+			names = append(names, s.name)
 		}
 	}
 	if !slices.Equal(names, sectionNames) {
@@ -165,9 +167,9 @@ func TestCommittedPage(t *testing.T) {
 		t.Errorf("%s is not page.go's page: run go test ./cmd/lease-bench -run TestCommittedPage -update", committedPage)
 	}
 	tables := pageTables(page)
-	for _, s := range sectionNames {
-		if table := tables[s]; !strings.HasPrefix(table, "Measured ") {
-			t.Errorf("%s: no measured table of %s: %q", committedPage, s, table)
+	for _, s := range pageSections {
+		if table := tables[s.name]; !strings.HasPrefix(table, "Measured ") {
+			t.Errorf("%s: no measured table of %s: %q", committedPage, s.name, table)
 		}
 	}
 }

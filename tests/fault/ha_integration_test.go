@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,10 +187,13 @@ func requireOneTerm(t *testing.T, r history.Report, want history.Term) {
 }
 
 // 1. The etcd leader member is SIGKILLed while a leader renews, and
-// started again 6 s later. etcd elects a new leader within about a second,
-// well inside the renew deadline (4 s): the leader must keep its lease, no
-// leader change, and its renewals go on (the longest gap between two
-// renewTimes, read every 100 ms through API server 1, is reported).
+// started again 6 s later. etcd elects a new leader in 1 to 2 s (its
+// election timeout, 1 s, randomized up to twice that). When that and a
+// retry period fit in what the renew deadline had left at the kill (4 s
+// from the last renewal), the leader must keep its lease: no leader
+// change. Otherwise a change is allowed (reported; the checker still
+// judges the history). The longest gap between two renewTimes, read every
+// 100 ms through API server 1, is reported.
 func TestHAEtcdLeaderKilled(t *testing.T) {
 	t.Parallel()
 	bed, s, term, samples, old := haScenario(t, "etcdkill")
@@ -211,18 +215,31 @@ func TestHAEtcdLeaderKilled(t *testing.T) {
 	}
 	rejoinedIn := time.Duration(history.Now() - killAt)
 	time.Sleep(3 * time.Second) // renewals with the member back
-	gap, renewals, failed := renewalGap(samples.stop())
+	got := samples.stop()
+	gap, renewals, failed := renewalGap(got)
 	r := s.stopAndVerify()
 
-	t.Logf("etcd member %d (leader) SIGKILLed; member %d leads %v later; restarted and healthy %v after the kill; longest renewal gap %v (%d renewals read, %d reads failed)",
-		old, next, electedIn.Round(time.Millisecond), rejoinedIn.Round(time.Millisecond), gap.Round(time.Millisecond), renewals, failed)
-	figure(t, "etcd-leader-killed", "etcd_election", electedIn, "leader_changes", r.LeaderChanges(),
-		"leaderships", len(r.Terms), "longest_renewal_gap", gap, "failed_reads", failed, "violations", len(r.Violations))
-	if electedIn < s.timing.renew {
-		requireOneTerm(t, r, term)
-		if gap >= s.timing.renew {
-			t.Errorf("longest renewal gap %v, want < renewDeadline %v", gap, s.timing.renew)
+	// What the renew deadline had left at the kill: from the last renewal
+	// sent before it.
+	var lastBefore int64
+	for _, sm := range got {
+		if at := monoOf(sm.renew); sm.err == nil && sm.token == term.Token && at <= killAt {
+			lastBefore = max(lastBefore, at)
 		}
+	}
+	left := time.Duration(lastBefore + int64(s.timing.renew) - killAt)
+	t.Logf("etcd member %d (leader) SIGKILLed with %v of the renew deadline left; member %d leads %v later; restarted and healthy %v after the kill; longest renewal gap %v (%d renewals read, %d reads failed)",
+		old, left.Round(time.Millisecond), next, electedIn.Round(time.Millisecond), rejoinedIn.Round(time.Millisecond), gap.Round(time.Millisecond), renewals, failed)
+	figure(t, "etcd-leader-killed", "etcd_election", electedIn, "deadline_left", left, "leader_changes", r.LeaderChanges(),
+		"leaderships", len(r.Terms), "longest_renewal_gap", gap, "failed_reads", failed, "violations", len(r.Violations))
+	if lastBefore == 0 {
+		t.Fatal("no renewal read before the kill")
+	}
+	if electedIn+s.timing.retry < left {
+		requireOneTerm(t, r, term)
+	} else {
+		t.Logf("etcd's election and a retry period (%v) did not fit in the %v left: a leader change is allowed",
+			(electedIn + s.timing.retry).Round(time.Millisecond), left.Round(time.Millisecond))
 	}
 }
 
@@ -716,6 +733,100 @@ func TestHASoak(t *testing.T) {
 		"spurious_ours", sum.spuriousOurs, "spurious_ours_per_hour", perHour(sum.spuriousOurs),
 		"spurious_client_go", sum.spuriousClientGo, "spurious_client_go_per_hour", perHour(sum.spuriousClientGo),
 		"violations", len(r.Violations))...)
+	// make soak-ha writes its table into the benchmarks page, once the
+	// checker found nothing.
+	if page := os.Getenv("FAULT_SOAK_HA_PAGE"); page != "" && !t.Failed() {
+		line := fmt.Sprintf("Measured %s on %s; `make soak-ha SOAK=%d`: seed %d, %d minutes, %d faults, %d leaderships (%d of them client-go's), %d leader changes, %d violations.",
+			time.Now().UTC().Format("2006-01-02"), machine(), minutes, seed, minutes, len(faults), len(r.Terms), sum.clientGoTerms,
+			r.LeaderChanges(), len(r.Violations))
+		if err := replaceTable(page, "soak-ha", line+"\n\n"+sum.table(count, minutes)); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("%s: the table of soak-ha written", page)
+		}
+	}
+}
+
+// table is the soak's markdown table: per fault kind, how many were
+// injected, the leaderless intervals after them and the spurious losses
+// during them, then all together.
+func (sum soakSummary) table(count map[string]int, minutes int) string {
+	var b strings.Builder
+	b.WriteString("| fault | injected | leaderless intervals after it | leaderless p50 | leaderless max | spurious losses, ours | spurious losses, client-go |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	kinds := map[string]bool{}
+	for k := range count {
+		kinds[k] = true
+	}
+	for k := range sum.leaderless {
+		kinds[k] = true
+	}
+	for k := range sum.spurious {
+		kinds[k] = true
+	}
+	seconds := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+	var all []time.Duration
+	for _, k := range slices.Sorted(maps.Keys(kinds)) {
+		d := sum.leaderless[k]
+		all = append(all, d...)
+		p50, most := "–", "–"
+		if len(d) > 0 {
+			p50, most = seconds(quantile(d, 0.5)), seconds(slices.Max(d))
+		}
+		injected := strconv.Itoa(count[k])
+		if k == "none" {
+			injected = "–"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d |\n", k, injected, len(d), p50, most, sum.spurious[k][0], sum.spurious[k][1])
+	}
+	faults := 0
+	for _, n := range count {
+		faults += n
+	}
+	p50, most := "–", "–"
+	if len(all) > 0 {
+		p50, most = seconds(quantile(all, 0.5)), seconds(slices.Max(all))
+	}
+	perHour := func(n int) string { return fmt.Sprintf("%d (%.1f an hour)", n, float64(n)*60/float64(minutes)) }
+	fmt.Fprintf(&b, "| all | %d | %d | %s | %s | %s | %s |\n", faults, len(all), p50, most, perHour(sum.spuriousOurs), perHour(sum.spuriousClientGo))
+	return b.String()
+}
+
+// replaceTable puts table between the benchmarks page's markers of
+// section (cmd/lease-bench/page.go writes the rest of the page and keeps
+// what is between them).
+func replaceTable(page, section, table string) error {
+	data, err := os.ReadFile(page)
+	if err != nil {
+		return err
+	}
+	begin, end := "<!-- table of "+section+" -->\n", "<!-- end of table of "+section+" -->"
+	before, rest, ok := strings.Cut(string(data), begin)
+	if !ok {
+		return fmt.Errorf("%s has no %q", page, strings.TrimSpace(begin))
+	}
+	_, after, ok := strings.Cut(rest, end)
+	if !ok {
+		return fmt.Errorf("%s has no %q", page, end)
+	}
+	return os.WriteFile(page, []byte(before+begin+table+end+after), 0o644)
+}
+
+// machine is the cores and memory of this machine, as the benchmarks
+// page names them.
+func machine() string {
+	mem := ""
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kb); err == nil {
+				mem = fmt.Sprintf(", %d GiB", (kb+512*1024)/(1024*1024))
+				break
+			}
+		}
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%d cores%s (%s)", runtime.NumCPU(), mem, host)
 }
 
 // soakFault is one fault the soak's nemesis injected, on the history's
