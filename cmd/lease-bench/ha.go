@@ -43,25 +43,25 @@ func (b *bench) haRows(n, nFail int) error {
 		b    *bench
 	}{{singleBedName, b}, {haBedName, ha}}
 	defer func() { b.failures = append(b.failures, ha.failures...) }()
-	for i := 0; i < n; i++ {
-		for _, bed := range beds {
-			for _, w := range []impl{ours, clientGo} {
-				d, err := bed.b.handoff(w, fast, 1)
-				if err != nil {
-					return fmt.Errorf("hand-off on %s: %w", bed.name, err)
+	for _, row := range []struct {
+		n       int
+		what    string // the row's name, before ": <bed>"
+		measure func(b *bench, w impl) (time.Duration, error)
+	}{
+		{n, fmt.Sprintf("graceful hand-off, %s, 1 standby", timingName(fast)),
+			func(b *bench, w impl) (time.Duration, error) { return b.handoff(w, fast, 1) }},
+		{nFail, fmt.Sprintf("crash fail-over overshoot past renewTime + lease, %s", timingName(fast)),
+			func(b *bench, w impl) (time.Duration, error) { return b.failover(w, fast, 1) }},
+	} {
+		for i := 0; i < row.n; i++ {
+			for _, bed := range beds {
+				for _, w := range []impl{ours, clientGo} {
+					d, err := row.measure(bed.b, w)
+					if err != nil {
+						return fmt.Errorf("%s on %s: %w", row.what, bed.name, err)
+					}
+					b.add(row.what+": "+bed.name, w, "ms", ms(d))
 				}
-				b.add(fmt.Sprintf("graceful hand-off, %s, 1 standby: %s", timingName(fast), bed.name), w, "ms", ms(d))
-			}
-		}
-	}
-	for i := 0; i < nFail; i++ {
-		for _, bed := range beds {
-			for _, w := range []impl{ours, clientGo} {
-				d, err := bed.b.failover(w, fast, 1)
-				if err != nil {
-					return fmt.Errorf("fail-over on %s: %w", bed.name, err)
-				}
-				b.add(fmt.Sprintf("crash fail-over overshoot past renewTime + lease, %s: %s", timingName(fast), bed.name), w, "ms", ms(d))
 			}
 		}
 	}

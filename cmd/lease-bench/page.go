@@ -33,7 +33,7 @@ const pageIntro = "# Benchmarks\n\n" +
 	"side by side against a real API server: envtest's kube-apiserver and etcd, started by " +
 	"`cmd/envtest-server`, on loopback. The two implementations alternate, each candidate has its " +
 	"own client connection, and client-side rate limiting is off for both. A whole run takes " +
-	"about 23 minutes; `make bench BENCH_FLAGS=-only=SECTION,...` runs the sections named (each " +
+	"about 31 minutes (the `ha` section alone took 7.6); `make bench BENCH_FLAGS=-only=SECTION,...` runs the sections named (each " +
 	"heading below gives its name) and replaces only their tables here. `BENCH_FLAGS=-quick` is a " +
 	"smoke run (few samples, short windows), not a measurement: it writes " +
 	"`build/benchmarks-quick.md`, not this page. `build/bench.json` holds every sample of the last run.\n\n" +

@@ -34,9 +34,16 @@ var (
 	candidate string // the lease_candidate binary
 	binDir    string // where the suite's programs are built
 
-	// clientGoCandidate builds tests/fault/clientgocandidate once, at the
-	// first scenario that runs one, and returns its path.
+	// clientGoCandidate is $FAULT_CLIENTGO_CANDIDATE (make builds it before
+	// the HA beds start), or tests/fault/clientgocandidate built once, at
+	// the first scenario that runs one.
 	clientGoCandidate = sync.OnceValues(func() (string, error) {
+		if bin := os.Getenv("FAULT_CLIENTGO_CANDIDATE"); bin != "" {
+			if _, err := os.Stat(bin); err != nil {
+				return "", fmt.Errorf("FAULT_CLIENTGO_CANDIDATE: %w", err)
+			}
+			return bin, nil
+		}
 		out := filepath.Join(binDir, "clientgocandidate")
 		cmd := exec.Command("go", "build", "-o", out, "./tests/fault/clientgocandidate")
 		cmd.Dir = testenv.RepoRoot()
