@@ -586,10 +586,9 @@ func TestHASoak(t *testing.T) {
 	s.awaitLeader(30*time.Second, 0)
 
 	var extra []history.Event // the instants long-frozen candidates stopped
-	var faults []soakFault
-	fault := func(kind string) *soakFault {
-		faults = append(faults, soakFault{kind: kind, start: history.Now()})
-		return &faults[len(faults)-1]
+	var faults []soakFault    // each recorded once it is over
+	done := func(kind string, start int64) {
+		faults = append(faults, soakFault{kind: kind, start: start, end: history.Now()})
 	}
 	restarts := 0
 	// restartExited starts again a client-go candidate that exited after
@@ -655,14 +654,14 @@ func TestHASoak(t *testing.T) {
 		switch n := rng.Intn(8); n {
 		case 0, 1: // the leader, or anyone, SIGKILLed or SIGTERMed and restarted
 			p := pick()
-			f := fault(map[bool]string{true: "cand-sigkill", false: "cand-sigterm"}[n == 0])
+			start := history.Now()
 			if n == 0 {
 				s.sigkill(p)
 			} else {
 				s.sigterm(p)
 			}
 			procs[p.id] = s.start(p.id, opts[p.id])
-			f.end = history.Now()
+			done(map[bool]string{true: "cand-sigkill", false: "cand-sigterm"}[n == 0], start)
 		case 2: // a candidate SIGSTOPped: shorter than leaseDuration - renewDeadline, or past its lease
 			p := pick()
 			if exited(p) {
@@ -676,14 +675,13 @@ func TestHASoak(t *testing.T) {
 			case p.clientGo:
 				d = between(100*time.Millisecond, s.timing.lease-s.timing.renew-s.timing.retry-200*time.Millisecond)
 			}
-			f := fault(map[bool]string{true: "cand-sigstop-long", false: "cand-sigstop-short"}[long])
+			start := history.Now()
 			err := syscall.Kill(p.pid(), syscall.SIGSTOP)
 			if err == nil {
 				err = awaitStopped(p.pid(), 5*time.Second)
 			}
 			if err != nil && exited(p) {
-				faults = faults[:len(faults)-1] // it exited first: no fault
-				continue
+				continue // it exited first: no fault
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -695,24 +693,26 @@ func TestHASoak(t *testing.T) {
 			if err := syscall.Kill(p.pid(), syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			f.end = history.Now()
-		case 3, 4:
-			m := bed.EtcdMember(rng.Intn(3))
-			kill := n == 4
-			f := fault(map[bool]string{false: "etcd-freeze", true: "etcd-kill"}[kill])
-			stopFor(m, between(time.Second, 8*time.Second), kill)
-			if err := m.WaitReady(30 * time.Second); err != nil {
-				t.Fatal(err)
+			done(map[bool]string{true: "cand-sigstop-long", false: "cand-sigstop-short"}[long], start)
+		case 3, 4, 5, 6: // an etcd member or an API server frozen or killed, then thawed or started again
+			var p testenv.Proc
+			kind := "apiserver"
+			if n < 5 {
+				p, kind = bed.EtcdMember(rng.Intn(3)), "etcd"
+			} else {
+				p = bed.APIServer(rng.Intn(2))
 			}
-			f.end = history.Now()
-		case 5, 6:
-			a := bed.APIServer(rng.Intn(2))
-			kill := n == 6
-			f := fault(map[bool]string{false: "apiserver-freeze", true: "apiserver-kill"}[kill])
-			stopFor(a, between(time.Second, 8*time.Second), kill)
-			f.end = history.Now()
+			kill := n == 4 || n == 6
+			start := history.Now()
+			stopFor(p, between(time.Second, 8*time.Second), kill)
+			if !kill && p.Name == testenv.Etcd { // a killed one is ready already (stopFor)
+				if err := p.WaitReady(30 * time.Second); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done(kind+map[bool]string{false: "-freeze", true: "-kill"}[kill], start)
 		case 7:
-			fault("quiet").end = history.Now()
+			done("quiet", history.Now())
 		}
 		time.Sleep(between(500*time.Millisecond, 3*time.Second))
 	}

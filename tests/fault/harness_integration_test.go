@@ -112,9 +112,9 @@ type candOpts struct {
 	// one; on an HA bed topology.APIServerContext(k) goes straight to API
 	// server k, past the load balancer). Not with proxied.
 	context string
-	// clientGo: a plain client-go candidate (tests/fault/clientgocandidate)
-	// instead of ours; only context and the scenario's timing apply. It
-	// exits with status 3 when it loses a term.
+	// clientGo: a plain client-go candidate (tests/fault/clientgocandidate,
+	// built at its first use) instead of ours; only context, proxied and the
+	// scenario's timing apply. It exits with status 3 when it loses a term.
 	clientGo bool
 }
 
@@ -139,11 +139,28 @@ func (s *scenario) start(id string, o candOpts) *proc {
 			s.t.Fatal(err)
 		}
 	}
-	if o.clientGo {
-		return s.startClientGo(id, kubeconfig)
-	}
 	args := []string{"--namespace", namespace, "--lease", s.lease, "--identity", id,
-		"--log", s.log, "--timing", s.timing.flag(), "--hold", o.hold}
+		"--log", s.log, "--timing", s.timing.flag()}
+	bin := candidate
+	if o.clientGo {
+		var err error
+		if bin, err = clientGoCandidate(); err != nil {
+			s.t.Fatal(err)
+		}
+	} else {
+		args = append(args, o.candidateFlags()...)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)
+	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{}), clientGo: o.clientGo}
+	s.launch(p, p.stderr)
+	return p
+}
+
+// candidateFlags are lease_candidate's flags for o (the client-go
+// candidate has none of them).
+func (o candOpts) candidateFlags() []string {
+	args := []string{"--hold", o.hold}
 	if o.poll {
 		args = append(args, "--pattern", "poll")
 	}
@@ -165,27 +182,7 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	if o.priority != 0 || o.policy != 0 {
 		args = append(args, "--priority", strconv.Itoa(o.priority), "--policy", strconv.Itoa(o.policy))
 	}
-	cmd := exec.Command(candidate, args...)
-	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)
-	p := &proc{id: id, cmd: cmd, proxy: proxy, stderr: &syncBuffer{}, done: make(chan struct{})}
-	s.launch(p, p.stderr)
-	return p
-}
-
-// startClientGo launches the plain client-go candidate (built at its
-// first use) with identity id.
-func (s *scenario) startClientGo(id, kubeconfig string) *proc {
-	s.t.Helper()
-	bin, err := clientGoCandidate()
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "--namespace", namespace, "--lease", s.lease, "--identity", id,
-		"--log", s.log, "--timing", s.timing.flag())
-	cmd.Env = append(hostEnvWithout(), "KUBECONFIG="+kubeconfig)
-	p := &proc{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{}), clientGo: true}
-	s.launch(p, p.stderr)
-	return p
+	return args
 }
 
 // kubeconfigFor writes a copy of the bed's kubeconfig whose current

@@ -115,8 +115,7 @@ func (c *candidate) appendAt(at int64, kind string, token int64, detail string) 
 }
 
 func run(ns, name, id, logPath, timing string, signals <-chan os.Signal) (int, error) {
-	switch {
-	case ns == "" || name == "" || id == "" || logPath == "":
+	if ns == "" || name == "" || id == "" || logPath == "" {
 		return 0, errors.New("--namespace, --lease, --identity and --log are required")
 	}
 	leaseDuration, renewDeadline, retryPeriod, err := parseTiming(timing)
