@@ -460,8 +460,11 @@ func TestHAStaleWatchCache(t *testing.T) {
 }
 
 // 4. An etcd follower is frozen (SIGSTOP) for 10 s: quorum holds, the
-// leader keeps its lease; the renewal gaps and leader changes are
-// reported (expected: no change, gaps of a retry period).
+// leader keeps its lease (no leader change); the renewal gaps are
+// reported, not judged: the reads that sample renewTime go through an API
+// server whose requests to the frozen member hang too, so a gap they show
+// can span renewals they missed (one showed 4.0 s while the leader, by its
+// own history, never lapsed).
 func TestHAEtcdFollowerFrozen(t *testing.T) {
 	t.Parallel()
 	_, s, term, samples, leader := haScenario(t, "follower")
@@ -482,9 +485,6 @@ func TestHAEtcdFollowerFrozen(t *testing.T) {
 	figure(t, "etcd-follower-frozen", "leader_changes", r.LeaderChanges(), "leaderships", len(r.Terms),
 		"longest_renewal_gap", gap, "failed_reads", failed, "violations", len(r.Violations))
 	requireOneTerm(t, r, term)
-	if gap >= s.timing.renew {
-		t.Errorf("longest renewal gap %v, want < renewDeadline %v", gap, s.timing.renew)
-	}
 }
 
 // 5. etcd loses quorum for 10 s (its leader and a follower frozen): the
