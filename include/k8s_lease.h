@@ -156,12 +156,12 @@ int K8sLeaseStandalone(void);
 
 /* Leader policies for K8sLeaseRunElectionWith (flags, or-ed). */
 /* Cancelling a leading election (K8sLeaseCancelElection[Id], and
- * K8sLeaseShutdown) hands the lease to the best live candidate - highest
- * version, then highest priority - instead of releasing it to a race; with
- * none, or if it does not take the lease within the renew deadline (the
- * listing included), the lease is released as usual. The cancel's result
- * and time bound are a plain cancel's. Listing the candidates needs a
- * permission of its own (docs/operations.md); without it the policy falls
+ * K8sLeaseShutdown) hands the lease to the best candidate seen alive in
+ * this term - highest version, then highest priority - instead of releasing
+ * it to a race; with none, or if it does not take the lease within
+ * min(renew deadline, 1 s), the lease is released as usual. The cancel's
+ * result and time bound are a plain cancel's. Listing the candidates needs
+ * a permission of its own (docs/operations.md); without it the policy falls
  * back to a release. */
 #define K8S_LEASE_POLICY_HANDOFF_ON_CANCEL 1
 /* While leading, hand the lease to the best candidate of a newer version as
@@ -207,9 +207,18 @@ int K8sLeaseStandalone(void);
  * server serves them, else a coordination.k8s.io/v1 Lease named
  * "<lease>-candidate-<identity>" (the identity's hash where that is not a
  * valid name) labelled k8s-lease.io/candidate-of=<lease>. It is written
- * when the candidacy starts and every 5 minutes, and deleted when it ends;
- * a record that cannot be written (its RBAC: docs/operations.md) is logged
- * once and changes nothing else.
+ * when the candidacy starts, every 5 minutes, and when the candidate sees a
+ * new term (a new fencing token: the record names the highest it saw), and
+ * deleted when it ends (K8sLeaseCancelElection[Id], K8sLeaseHandOff and
+ * K8sLeaseWaitElected's timeout return once the delete is done, at most
+ * 2 s more); a record that cannot be written (its RBAC:
+ * docs/operations.md) is logged once and changes nothing else.
+ * "Seen alive in this term": a hand-off the library makes on its own (the
+ * policies, the preferred holder) goes only to a candidate whose record
+ * names the leader's fencing token or a later one, so never to a replica
+ * that died (SIGKILL, a lost node) before the term began, whose record
+ * outlives it for 10 minutes; one that died during the term costs that
+ * term one hand-off wait (below), and no later term.
  * The record is written off the caller's thread (the first one also asks
  * the API server which kind to use): RunElection never waits for it.
  * Whoever leads also honours the preferred holder an operator names on the
@@ -460,7 +469,10 @@ int K8sLeaseShutdown(int timeoutMs, char** errMsg);
  * stopped renewing earlier (so "no holder" means a candidacy here can take
  * the lease at once, except after a release the holder did not write
  * itself, which a candidacy waits out: see docs/guarantees.md). During a
- * hand-off (K8sLeaseHandOff) not yet taken up, the holder is its target.
+ * hand-off (K8sLeaseHandOff) not yet taken up, the holder is its target,
+ * with the token of the term that handed off (see K8sLeaseHandOff). After
+ * this process's own leadership ended by another writer's change, the
+ * answer waits for a list (it never names this process's ended term).
  * The answer is always from a view kept current: a lease this process
  * stopped observing (its election ended and nothing else used it) is
  * listed again first. A lease no election or holder watch of this process
@@ -564,8 +576,11 @@ int K8sLeaseCancelWatchId(const char* ns, const char* leaseName, long long watch
  * record's holder is "k8s-lease.io/hand-off:<toIdentity>", renewed at the
  * hand-off (annotation k8s-lease.io/handed-off-at holds that renewTime), so
  * every other candidate (ours, and plain client-go) waits this leader's
- * lease duration from seeing it; K8sLeaseGetHolder reports toIdentity as
- * the holder meanwhile. A plain client-go candidate whose identity is that
+ * lease duration from seeing it; K8sLeaseGetHolder and holder watches
+ * report toIdentity as the holder meanwhile, with the fencing token of the
+ * term that handed off (the target's own, one higher, follows once it took
+ * the lease: a transient pair, milliseconds long when the target
+ * campaigns, that no leader acts on). A plain client-go candidate whose identity is that
  * holder name takes the record as its own and renews it: it is then a live
  * holder's record, which the target waits out and the timeout does not
  * release (the call returns -1: the lease changed before the target took
@@ -582,8 +597,10 @@ int K8sLeaseCancelWatchId(const char* ns, const char* leaseName, long long watch
  * standby, or leadership already lost), toIdentity is this leader's own
  * identity or invalid, "target not seen campaigning" (no live record),
  * timeoutMs not > 0 or too large, the hand-off write failed (the lease is
- * then released instead, or expires), "the lease changed before the target
- * took it", or "hand-off timed out ... the lease is released".
+ * then released instead, or expires; a write whose answer was lost but
+ * that landed is a hand-off, waited for as above), "the lease changed
+ * before the target took it", or "hand-off timed out ... the lease is
+ * released".
  */
 int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentity, long long timeoutMs, char** errMsg);
 
@@ -592,7 +609,9 @@ int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentit
  * within 10 minutes; a process that crashed stays listed until then), best
  * first (newest version, then highest priority), as a JSON array in
  * *candidatesJson (free with K8sLeaseFree):
- *   [{"identity", "version" (absent: none), "priority", "renew_time"}]
+ *   [{"identity", "version" (absent: none), "priority", "renew_time",
+ *     "seen_token" (the highest fencing token it had seen when it wrote
+ *     its record)}]
  * One list request. Returns 0, or -1 (bad argument, API error).
  */
 int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJson, char** errMsg);

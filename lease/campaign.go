@@ -19,20 +19,27 @@ const (
 	actWait                   // wait until a time, or until the lease changes
 	actCreate                 // the Lease does not exist: create it
 	actAcquire                // the Lease is free or expired: take it over
+	actAdopt                  // it names this very candidacy: lead on it
 )
 
 func (a action) String() string {
-	return [...]string{"wait-sync", "wait", "create", "acquire"}[a]
+	return [...]string{"wait-sync", "wait", "create", "acquire", "adopt"}[a]
 }
 
 // decide is the candidate's rule, a pure function of what it observed, its
-// monotonic now and its own lease duration. It never trusts the holder's
-// wall clock: expiry is a full lease duration after this process saw the
-// record change.
-func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self string) (action, time.Time) {
+// monotonic now, its own lease duration, identity and incarnation. It
+// never trusts the holder's wall clock: expiry is a full lease duration
+// after this process saw the record change.
+func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self, incarnation string) (action, time.Time) {
 	switch {
 	case !s.synced:
 		return actWaitSync, time.Time{}
+	case s.rec.heldBy(self, incarnation):
+		// Only this candidacy writes its incarnation: an acquisition of
+		// ours landed although its answer was lost. Lead on it (a
+		// compare-and-swap over it, with its token) instead of waiting
+		// out our own record, as client-go adopts a record naming it.
+		return actAdopt, time.Time{}
 	case s.rec.handedOffTo(self) && !s.staleHandOff(now):
 		// Handed to us by its leader, who stopped leading before writing
 		// it: take it now (a compare-and-swap, as every acquisition).
@@ -138,7 +145,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
 			}
 		}
-		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity)
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity, e.incarnation)
 		if act == actWait || act == actWaitSync && snap.err != nil {
 			e.recordCandidacy() // a standby now: its record costs the campaign nothing
 			e.leaveFirstRound()
@@ -147,6 +154,9 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()
 			fixRetry.reset()
+			if e.candidacy != nil {
+				e.candidacy.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
+			}
 		}
 		if act == actWaitSync || act == actWait {
 			freeSince = time.Time{}
@@ -158,7 +168,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		if freeSince.IsZero() {
 			freeSince = e.clock.Now()
 		}
-		err := e.acquire(snap, act == actCreate, started, freeSince)
+		err := e.acquire(snap, act, started, freeSince)
 		e.leaveFirstRound()
 		if err == nil {
 			return nil
@@ -195,6 +205,9 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			e.setAPIErr(err)
 			e.stats.APIError()
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
+			if outcomeUnknown(err) && e.refresh(snap.rec.resourceVersion) {
+				delay = 0 // it may have landed: decide on what the Lease says now
+			}
 		}
 		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
 			return nil
@@ -249,6 +262,13 @@ func (e *Election) refresh(seen string) bool {
 	return s.synced && s.rec.resourceVersion != seen
 }
 
+// outcomeUnknown reports a write error that does not say whether the write
+// landed: no answer (a timeout, a connection lost) or a server error.
+func outcomeUnknown(err error) bool {
+	var status apierrors.APIStatus
+	return err != nil && (!errors.As(err, &status) || status.Status().Code >= 500)
+}
+
 // permanent reports errors that neither retrying nor fixing the cluster
 // will cure: the request itself is wrong.
 func permanent(err error) bool {
@@ -285,11 +305,17 @@ func (e *Election) setAPIErr(err error) {
 	e.mu.Unlock()
 }
 
-// acquire takes the Lease over (or creates it) with a compare-and-swap on
-// the observed resource version and the next fencing token. The campaign's
-// start and when it judged the lease free time the metrics.
-func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.Time) error {
+// acquire takes the Lease over (or creates it, or adopts it) with a
+// compare-and-swap on the observed resource version and the next fencing
+// token (adopting: the token of our record). The campaign's start and when
+// it judged the lease free time the metrics.
+func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Time) error {
+	create := act == actCreate
 	token, err := nextToken(snap.rec.token, snap.highestToken)
+	prev := snap.rec.token // the term before this one: its endpoint is the one to replace
+	if act == actAdopt {
+		token, err, prev = snap.rec.token, nil, snap.lastHeld.token
+	}
 	if err != nil {
 		return err
 	}
@@ -320,6 +346,11 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
+		if outcomeUnknown(err) {
+			e.mu.Lock()
+			e.mayHold = true // a cancel from now on releases what may have landed
+			e.mu.Unlock()
+		}
 		return err
 	}
 	e.obs.apply(got, got.ResourceVersion)
@@ -331,7 +362,7 @@ func (e *Election) acquire(snap snapshot, create bool, started, freeSince time.T
 	}
 	e.phase, e.token = phaseLeader, token
 	if !create {
-		e.prevToken = snap.rec.token // the term before this one: its endpoint is the one to replace
+		e.prevToken = prev
 	}
 	e.lastAPIErr = nil // this term's renewals report their own
 	e.validUntil = sent.Add(e.timing.RenewDeadline)

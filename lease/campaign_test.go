@@ -70,12 +70,16 @@ func TestDecide(t *testing.T) {
 		{"held by me (no incarnation: client-go named like us), not a hand-off", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", handOffTo: "me", durationSeconds: 10, token: 3}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
+		// An acquisition of this very candidacy whose answer was lost.
+		{"held by me in this incarnation", snapshot{synced: true,
+			rec: record{exists: true, holder: "me", incarnation: "mine", durationSeconds: 10, token: 3}, observedAt: t0},
+			t0.Add(time.Second), actAdopt, time.Time{}},
 		{"a hand-off to me already taken up (incarnation set)", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", incarnation: "other", handOffTo: "me", durationSeconds: 10, token: 4}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
 	}
 	for _, tt := range tests {
-		act, until := decide(tt.snap, tt.now, ownLease, "me")
+		act, until := decide(tt.snap, tt.now, ownLease, "me", "mine")
 		if act != tt.wantAct || !until.Equal(tt.wantUntil) {
 			t.Errorf("%s: decide = %v, %v; want %v, %v", tt.name, act, until, tt.wantAct, tt.wantUntil)
 		}

@@ -112,9 +112,12 @@ type candidacy struct {
 	retry     *backoff   // of failed writes; under ops
 	mu        sync.Mutex
 	timer     *time.Timer
+	started   bool // the first write was asked for
 	ended     bool
 	written   bool
 	rv        string // of our last write: the delete is conditional on it
+	// asked is the highest token a write was asked for (see sawToken).
+	asked int64
 }
 
 // The backoff of a failed record write: soon after a transient error, and
@@ -145,7 +148,9 @@ func (c *candidacy) put() {
 	store := e.candidateStore()
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	rv, err := store.Put(ctx, e.key.Namespace, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority, RenewTime: time.Now()})
+	seen := e.obs.snapshot().highestToken
+	rv, err := store.Put(ctx, e.key.Namespace, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority,
+		RenewTime: time.Now(), SeenToken: seen})
 	next := candidateRefresh
 	switch {
 	case err == nil:
@@ -168,6 +173,21 @@ func (c *candidacy) put() {
 		}
 		c.timer = time.AfterFunc(next, c.put)
 	}
+}
+
+// sawToken writes the record again, on a goroutine of its own, when the
+// candidate has seen a term (token) newer than any it was written for: a
+// leader hands off on its own only to a candidate whose record names its
+// term (alivePastTermStart), which a replica that died before the term
+// began cannot write. One write per leadership change per candidate.
+func (c *candidacy) sawToken(token int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started || c.ended || token <= c.asked {
+		return
+	}
+	c.asked = token
+	go c.put()
 }
 
 // end stops the writes and deletes the record, on a goroutine of its own
@@ -200,6 +220,20 @@ func (c *candidacy) end() {
 			logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
 		}
 	}()
+}
+
+// awaitCandidateRecordDeleted waits until the election's candidate record
+// is deleted (the election's goroutine starts the delete on its way out),
+// or ctx ends.
+func (e *Election) awaitCandidateRecordDeleted(ctx context.Context) {
+	if e.candidacy == nil {
+		return
+	}
+	select {
+	case <-e.candidacy.done:
+	case <-ctx.Done():
+		logf(LevelInfo, "lease %s: the candidate record of %s is still being deleted; not waiting for it", e.key, e.identity)
+	}
 }
 
 // Candidates lists the live candidates of ns/name (their records renewed

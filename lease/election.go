@@ -57,7 +57,11 @@ type Election struct {
 	token      int64
 	validUntil time.Time
 	written    *coordinationv1.Lease // our last successful write, for compare-and-swap
-	endErr     error                 // nil when ended by Cancel
+	// mayHold: an acquisition went unanswered and may have landed (our
+	// incarnation on the Lease): a cancel with no write of ours answered
+	// reads the Lease and releases it if it names us.
+	mayHold    bool
+	endErr     error // nil when ended by Cancel
 	lastAPIErr error
 	endEvent   <-chan struct{} // closed once the Event ending the term is written (events.go)
 	cancelOnce sync.Once
@@ -167,8 +171,13 @@ func (e *Election) run() {
 // candidacy first waits as a standby or is elected, so that the write (and
 // the first discovery) never competes with an acquisition.
 func (e *Election) recordCandidacy() {
-	if e.candidacy != nil {
-		e.candidacy.startOnce.Do(func() { go e.candidacy.put() })
+	if c := e.candidacy; c != nil {
+		c.startOnce.Do(func() {
+			c.mu.Lock()
+			c.started, c.asked = true, e.obs.snapshot().highestToken
+			c.mu.Unlock()
+			go c.put()
+		})
 	}
 }
 
@@ -247,6 +256,7 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 			break
 		}
 		_ = e.Cancel()
+		e.awaitEndWrites() // a host that gives up and exits leaves no record behind
 		if !e.admitted.Load() {
 			return 0, fmt.Errorf("%w after %v; candidacy cancelled before its first request: it waited for its turn among "+
 				"the elections this process was starting (%d at a time)", ErrWaitTimeout, timeout, cap(e.firstRounds.slots))
@@ -294,9 +304,9 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 		e.cancel()
 		<-e.runDone
 		e.mu.Lock()
-		held := e.written
+		held, mayHold := e.written, e.mayHold
 		e.mu.Unlock()
-		if endedHere && held != nil {
+		if endedHere && (held != nil || mayHold) {
 			err = e.safeRelease(held, releaseTimeout)
 		}
 		e.recordRelease(endedHere, err)
@@ -309,6 +319,7 @@ func (e *Election) ID() int64 { return e.id }
 
 // safeRelease is release with a panic turned into an error: Shutdown
 // releases on goroutines of its own, where a panic would kill the host.
+// held nil: no write of ours was answered, and the Lease is read first.
 func (e *Election) safeRelease(held *coordinationv1.Lease, timeout time.Duration) (err error) {
 	defer func() {
 		if p := recover(); p != nil {

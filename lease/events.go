@@ -1,9 +1,9 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -100,29 +100,36 @@ func (e *Election) recordRelease(endedHere bool, releaseErr error) {
 }
 
 // setEndEvent keeps the written-channel of the Event that ends the term
-// (see awaitEndEvent).
+// (see awaitEndWrites).
 func (e *Election) setEndEvent(done <-chan struct{}) {
 	e.mu.Lock()
 	e.endEvent = done
 	e.mu.Unlock()
 }
 
-// awaitEndEvent waits, at most endEventWait, for the Event that ended the
-// term to be written: for the host's CancelElection and HandOff, after
-// which a host often exits. Never under a lock; Shutdown does not wait
-// here (it flushes every Event within its own timeout).
-func (e *Election) awaitEndEvent() {
+// awaitEndWrites waits, at most endEventWait in all, for what the end of
+// the election writes after it: the Event that ended the term and the
+// delete of its candidate record. For the host's CancelElection and
+// HandOff, after which a host often exits: it must leave neither behind.
+// Never under a lock; Shutdown does not wait here (it flushes every Event
+// and waits for every record's delete within its own timeout).
+func (e *Election) awaitEndWrites() {
+	ctx, cancel := context.WithTimeout(context.Background(), endEventWait)
+	defer cancel()
+	e.awaitEndEvent(ctx)
+	e.awaitCandidateRecordDeleted(ctx)
+}
+
+func (e *Election) awaitEndEvent(ctx context.Context) {
 	e.mu.Lock()
 	done := e.endEvent
 	e.mu.Unlock()
 	if done == nil {
 		return
 	}
-	t := time.NewTimer(endEventWait)
-	defer t.Stop()
 	select {
 	case <-done:
-	case <-t.C:
+	case <-ctx.Done():
 		logf(LevelInfo, "lease %s: the Event of this term's end is still being written after %v; not waiting for it", e.key, endEventWait)
 	}
 }

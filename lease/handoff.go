@@ -93,7 +93,7 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if ok, _, _ := e.IsLeader(); !ok {
 		return fmt.Errorf("hand off lease %s: %w", key, ErrNotLeader)
 	}
-	if err := m.requireCampaigning(key, to, false, time.Time{}, requestTimeout); err != nil {
+	if err := m.requireCampaigning(key, to, false, 0, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
 	ending, ok := m.claimEnd(e, true)
@@ -102,17 +102,18 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	}
 	err := func() error {
 		defer m.endDone(ending)
-		return m.handOffElection(e, to, timeout, nil)
+		return m.handOffElection(e, to, min(timeout, e.timing.RenewDeadline, requestTimeout), timeout, nil)
 	}()
-	e.awaitEndEvent() // the host may exit when HandOff returns
+	e.awaitEndWrites() // the host may exit when HandOff returns
 	return err
 }
 
 // requireCampaigning refuses a target with no live candidate record (one
-// read by name), or one not renewed since failedAt (a hand-off to it that
-// failed). When the record cannot be read (RBAC), a strict check refuses
-// and a lenient one lets the hand-off go ahead (its timeout bounds it).
-func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt time.Time, within time.Duration) error {
+// read by name), one not renewed since failedAt (a hand-off to it that
+// failed), or one that did not see the term (aliveInTerm; 0: any). When
+// the record cannot be read (RBAC), a strict check refuses and a lenient
+// one lets the hand-off go ahead (its timeout bounds it).
+func (m *Manager) requireCampaigning(key Key, to string, strict bool, term int64, failedAt time.Time, within time.Duration) error {
 	client, err := m.client()
 	if err != nil {
 		return err
@@ -131,6 +132,9 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt t
 	case time.Since(c.RenewTime) > candidateTTL:
 		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was last renewed %v ago", key, errTargetNotSeen, to,
 			time.Since(c.RenewTime).Round(time.Second))
+	case !aliveInTerm(c, term):
+		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was written before this term (fencing token %d, it saw %d): it may have died since",
+			key, errTargetNotSeen, to, term, c.SeenToken)
 	case !failedAt.IsZero() && !c.RenewTime.After(failedAt):
 		return fmt.Errorf("hand off lease %s: %w: a hand-off to %q failed at %s and its record is older", key, errTargetNotSeen, to,
 			failedAt.Format(time.RFC3339))
@@ -138,11 +142,11 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, failedAt t
 	return nil
 }
 
-// handOffElection hands e's lease to to and waits up to timeout for it to
-// lead. reason is what WaitLost reports: nil when the host asked for the
-// hand-off. The caller has registered the end of e (claimEnd), so that
-// Shutdown waits for it.
-func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration, reason error) error {
+// handOffElection hands e's lease to to, its record written within
+// writeWithin, and waits up to wait for it to lead. reason is what
+// WaitLost reports: nil when the host asked for the hand-off. The caller
+// has registered the end of e (claimEnd), so that Shutdown waits for it.
+func (m *Manager) handOffElection(e *Election, to string, writeWithin, wait time.Duration, reason error) error {
 	key := e.key
 	client, err := m.client()
 	if err != nil {
@@ -158,14 +162,23 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 	notify := obs.subscribe()
 	defer obs.unsubscribe(notify)
 
-	written, err := e.handOff(to, min(timeout, e.timing.RenewDeadline, requestTimeout), reason)
+	handed, written, err := e.handOff(to, writeWithin, reason)
 	if err != nil {
-		return err
+		return err // its Event is recorded
 	}
+	err = m.awaitTarget(e, obs, notify, to, handed, written, wait)
+	e.recordHandOff(to, err) // what happened in the end: taken, or released
+	return err
+}
+
+// awaitTarget waits up to timeout for to to lead on the hand-off record
+// handed (written: the record as written, nil when not known), and
+// releases the record if it does not.
+func (m *Manager) awaitTarget(e *Election, obs *observer, notify <-chan struct{}, to string, handed record, written *coordinationv1.Lease, timeout time.Duration) error {
+	key := e.key
 	// The target's time starts with the record: not with the call, whose
 	// leader may first have waited for a renewal's answer (renewInline).
 	deadline := m.clock.Now().Add(timeout)
-	handed := recordOf(written)
 	for {
 		s := obs.snapshot()
 		switch {
@@ -189,16 +202,16 @@ func (m *Manager) handOffElection(e *Election, to string, timeout time.Duration,
 		}
 		t.Stop()
 	}
-	return e.releaseHandOff(written, to, min(e.timing.RenewDeadline, requestTimeout), timeout)
+	return e.releaseHandOff(handed, written, to, min(e.timing.RenewDeadline, requestTimeout), timeout)
 }
 
-// releaseHandOff releases the hand-off record written (if it is still the
-// current one) after its target did not take the lease within waited, so
-// that anyone may take it now, and says what happened.
-func (e *Election) releaseHandOff(written *coordinationv1.Lease, to string, timeout, waited time.Duration) error {
-	handed := recordOf(written)
+// releaseHandOff releases the hand-off record handed (written: as written,
+// nil when not known: it is read first), if it is still the current one,
+// after its target did not take the lease within waited, so that anyone may
+// take it now, and says what happened.
+func (e *Election) releaseHandOff(handed record, written *coordinationv1.Lease, to string, timeout, waited time.Duration) error {
 	failed := to + " " + time.Now().UTC().Format(time.RFC3339Nano)
-	got, r, err := e.casWrite(written, timeout, "release after a hand-off to "+to,
+	got, found, err := e.casWrite(written, timeout, "release after a hand-off to "+to,
 		func(l *coordinationv1.Lease, now time.Time) {
 			releaseSpec(l, now)
 			l.Annotations[HandOffFailedAnnotation] = failed
@@ -210,6 +223,7 @@ func (e *Election) releaseHandOff(written *coordinationv1.Lease, to string, time
 		func(r record) bool {
 			return r.handedOffTo(to) && r.token == handed.token && r.handOffAt == handed.handOffAt
 		})
+	r := recordOf(found)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: %q did not take lease %s within %v; %w: %v", ErrHandOffTimeout, to, e.key, waited, errReleaseFailed, err)
@@ -235,9 +249,9 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		return false
 	}
 	e.mu.Lock()
-	failedAt := handOffFailedAt(e.written, to)
+	failedAt, term := handOffFailedAt(e.written, to), e.token
 	e.mu.Unlock()
-	if err := m.requireCampaigning(e.key, to, true, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
+	if err := m.requireCampaigning(e.key, to, true, term, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
 		return false
 	}
@@ -247,12 +261,18 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 	}
 	defer m.endDone(ending)
 	reason := fmt.Errorf("%w to %s (%s)", ErrHandedOff, to, why)
-	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, time.Second), reason)
+	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, requestTimeout), ownHandOffWait(e.timing), reason)
 	if err != nil {
 		logf(LevelWarning, "lease %s: hand-off to %s (%s): %v", e.key, to, why, err)
 	}
 	return err == nil
 }
+
+// ownHandOffWait is how long a hand-off the library decides on its own (a
+// policy, the preferred holder) waits for its target: a target that
+// campaigns takes the lease in milliseconds, so one that has not within
+// this is taken for gone, and the lease released.
+func ownHandOffWait(t Timing) time.Duration { return min(t.RenewDeadline, time.Second) }
 
 // handOffFailedAt is when a hand-off to to last failed, from the Lease.
 func handOffFailedAt(l *coordinationv1.Lease, to string) time.Time {
@@ -278,7 +298,10 @@ func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string,
 		logf(LevelInfo, "lease %s: cannot list the candidates: %v", e.key, err)
 		return "", false
 	}
-	c, ok := bestCandidate(cs, e.identity, false, "", time.Now())
+	e.mu.Lock()
+	term := e.token
+	e.mu.Unlock()
+	c, ok := bestCandidate(cs, e.identity, term, false, "", time.Now())
 	return c.Identity, ok
 }
 
@@ -330,9 +353,9 @@ func (e *Election) yieldToNewer() {
 		lcancel()
 		if err == nil {
 			e.mu.Lock()
-			preferred := preferredHolder(e.written)
+			preferred, term := preferredHolder(e.written), e.token
 			e.mu.Unlock()
-			if c, ok := bestCandidate(cs, e.identity, true, e.opts.Version, time.Now()); ok && preferred == "" {
+			if c, ok := bestCandidate(cs, e.identity, term, true, e.opts.Version, time.Now()); ok && preferred == "" {
 				if e.handOffHook(c.Identity, "a newer version campaigns: "+c.Version) {
 					return
 				}
@@ -360,19 +383,21 @@ func (e *Election) yieldToNewer() {
 }
 
 // handOff ends the leadership here (reason: what WaitLost reports) and
-// writes the hand-off record to to, returning it. Only a leading election
-// hands off. When the record cannot be written, the lease is released
-// instead if it can be.
-func (e *Election) handOff(to string, timeout time.Duration, reason error) (*coordinationv1.Lease, error) {
-	var written *coordinationv1.Lease
-	err := fmt.Errorf("hand off lease %s: %w (already ended)", e.key, ErrNotLeader)
+// writes the hand-off record to to, returning it (handed; written, the
+// Lease as written, nil when the target already took it over). Only a
+// leading election hands off. When the record cannot be written, the
+// lease is released instead if it can be, and the Event of the end is
+// recorded; after a hand-off record, the caller records it once the
+// target took the lease or not.
+func (e *Election) handOff(to string, timeout time.Duration, reason error) (handed record, written *coordinationv1.Lease, err error) {
+	err = fmt.Errorf("hand off lease %s: %w (already ended)", e.key, ErrNotLeader)
 	e.cancelOnce.Do(func() {
 		e.boundWithdrawal(timeout)
 		endedHere := e.end(reason) // false: lost meanwhile, nothing of ours to hand off
 		e.cancel()
 		<-e.runDone
 		e.mu.Lock()
-		held := e.written
+		held, token := e.written, e.token
 		e.mu.Unlock()
 		if !endedHere || held == nil {
 			return
@@ -384,18 +409,36 @@ func (e *Election) handOff(to string, timeout time.Duration, reason error) (*coo
 		case err == nil && written == nil:
 			err = fmt.Errorf("hand off lease %s: %w (the lease is no longer ours)", e.key, ErrNotLeader)
 		case err != nil:
-			if rerr := e.release(held, timeout); rerr != nil {
+			// The write may have landed although its answer was lost: the
+			// release reads the Lease after its conflict and finds the
+			// hand-off record, which then stands (or its target already
+			// leads on it).
+			released, found, rerr := e.casWrite(held, timeout, "release", releaseSpec, e.holds)
+			f := recordOf(found)
+			switch {
+			case rerr != nil:
 				err = fmt.Errorf("%w; %w: %v", err, errReleaseFailed, rerr)
-			} else {
+			case released != nil:
+				e.stats.Released()
 				err = fmt.Errorf("%w; %w", err, errReleasedInstead)
+			case f.handedOffTo(to) && f.token == token:
+				written, err = found, nil
+			case f.holder == to && f.incarnation != "" && f.token > token:
+				written, err = nil, nil // taken already
+			default:
+				err = fmt.Errorf("%w; the lease is no longer ours (holder now %q)", err, clip(f.holder))
 			}
-		default:
-			e.stats.HandedOff()
-			logf(LevelInfo, "lease %s: %s handed the lease to %s", e.key, e.identity, to)
 		}
-		e.recordHandOff(to, err)
+		if err != nil {
+			e.recordHandOff(to, err)
+			return
+		}
+		handed = recordOf(written)
+		handed.token = token // also when written is nil
+		e.stats.HandedOff()
+		logf(LevelInfo, "lease %s: %s handed the lease to %s", e.key, e.identity, to)
 	})
-	return written, err
+	return handed, written, err
 }
 
 // recordHandOff records "<id> stopped leading: handed off to <to>".

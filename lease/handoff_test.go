@@ -263,3 +263,120 @@ func TestHandOffTimeoutStartsAtItsWrite(t *testing.T) {
 		t.Fatalf("HandOff to a campaigning target: %v", err)
 	}
 }
+
+// lostAnswerPair is a leader "a", whose client loses the answers of the
+// updates of the Lease that loseA picks (they land), and a campaigning
+// standby "b", whose client loses those loseB picks; one fake API server
+// that enforces resource versions, as a real one does.
+func lostAnswerPair(t *testing.T, loseA, loseB func(*coordinationv1.Lease) bool) (a, b *Manager, ea, eb *Election, client *fake.Clientset) {
+	t.Helper()
+	client = fake.NewClientset()
+	enforceResourceVersions(client)
+	a, b = process(t, losingAnswers(client, loseA)), process(t, losingAnswers(client, loseB))
+	var err error
+	if ea, err = a.RunElection("ns", "l", "a", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if eb, err = b.RunElection("ns", "l", "b", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b follows the lease and has recorded its candidacy", func() bool {
+		s := eb.obs.snapshot()
+		cs, err := a.Candidates("ns", "l")
+		return s.synced && s.rec.holder == "a" && err == nil && len(cs) == 2
+	})
+	return a, b, ea, eb, client
+}
+
+// once picks the first Lease that pick picks, and no other.
+func once(pick func(*coordinationv1.Lease) bool) func(*coordinationv1.Lease) bool {
+	var done atomic.Bool
+	return func(l *coordinationv1.Lease) bool { return pick(l) && done.CompareAndSwap(false, true) }
+}
+
+func handingOff(l *coordinationv1.Lease) bool { return l.Annotations[HandOffAnnotation] != "" }
+func never(*coordinationv1.Lease) bool        { return false }
+
+func heldByIdentity(identity string) func(*coordinationv1.Lease) bool {
+	return func(l *coordinationv1.Lease) bool { return recordOf(l).holder == identity }
+}
+
+func currentLease(t *testing.T, client *fake.Clientset) record {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recordOf(l)
+}
+
+// A hand-off record that landed although its answer was lost is a
+// hand-off: the target, campaigning, takes the lease, and HandOff says so
+// (it used to say "released instead" while the record stood).
+func TestAHandOffWhoseAnswerIsLostStillHandsOff(t *testing.T) {
+	a, _, _, eb, client := lostAnswerPair(t, once(handingOff), never)
+	if err := a.HandOff("ns", "l", "b", 5*time.Second); err != nil {
+		t.Fatalf("HandOff whose record landed, answer lost, target campaigning = %v (Lease now %+v); want nil", err, currentLease(t, client))
+	}
+	if token, err := eb.WaitElected(time.Second); err != nil || token != 2 {
+		t.Fatalf("the target after the hand-off: token %d, %v; want it leading with token 2", token, err)
+	}
+}
+
+// The same towards a target that does not campaign (it crashed): HandOff
+// times out, and the record that landed is released then, with the failed
+// target remembered, so the standby takes the lease at once.
+func TestAHandOffWhoseAnswerIsLostToADeadTargetIsReleasedAfterItsTimeout(t *testing.T) {
+	a, _, _, eb, client := lostAnswerPair(t, once(handingOff), never)
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "c", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	err := a.HandOff("ns", "l", "c", 300*time.Millisecond)
+	if !errors.Is(err, ErrHandOffTimeout) || !errors.Is(err, errReleasedInstead) {
+		t.Fatalf("HandOff to a dead target, record landed, answer lost = %v (Lease now %+v); want a timeout, then released", err, currentLease(t, client))
+	}
+	awaitFailedHandOff(t, client, "c")
+	if token, err := eb.WaitElected(5 * time.Second); err != nil || token != 2 {
+		t.Fatalf("the standby after the release: token %d, %v", token, err)
+	}
+}
+
+// An acquisition that landed although its answer was lost is this
+// candidacy's: it leads at its next look instead of waiting out its own
+// record (a lease duration, 15 s here), as plain client-go adopts a record
+// naming it.
+func TestAnAcquisitionWhoseAnswerIsLostIsAdopted(t *testing.T) {
+	a, _, _, eb, client := lostAnswerPair(t, never, once(heldByIdentity("b")))
+	if err := a.HandOff("ns", "l", "b", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 4*time.Second, "the target leads after its acquisition's answer was lost", func() bool {
+		ok, _, _ := eb.IsLeader()
+		return ok
+	})
+	if ok, token, _ := eb.IsLeader(); !ok || token != 2 {
+		t.Fatalf("the target leads with token %d; want 2, the token it wrote", token)
+	}
+	if r := currentLease(t, client); !r.heldBy("b", eb.incarnation) || r.token != 2 {
+		t.Fatalf("Lease %+v; want b's incarnation, token 2", r)
+	}
+}
+
+// A candidacy cancelled while none of its acquisitions was answered
+// releases what may have landed: a record naming it is not left to expire.
+func TestACancelAfterLostAcquisitionAnswersReleasesWhatLanded(t *testing.T) {
+	a, b, _, eb, client := lostAnswerPair(t, never, heldByIdentity("b"))
+	if err := a.HandOff("ns", "l", "b", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's acquisition landed", func() bool { return currentLease(t, client).heldBy("b", eb.incarnation) })
+	if err := b.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	if r := currentLease(t, client); r.holder != "" {
+		t.Fatalf("after the cancel the Lease is %+v; want it released", r)
+	}
+}

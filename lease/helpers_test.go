@@ -361,13 +361,17 @@ func enforceResourceVersions(client *fake.Clientset) {
 	})
 }
 
-// hooked runs beforeUpdate(l) ahead of every Lease update and
-// beforeList(opts) ahead of every list (when set), on the client side:
-// outside the fake's global lock, which its reactors hold.
+// hooked runs beforeUpdate(l) ahead of every Lease update,
+// afterUpdate(l, err) on its outcome (what it returns is the caller's
+// error) and beforeList(opts) ahead of every list (when set), on the
+// client side: outside the fake's global lock, which its reactors hold.
 type hooked struct {
 	*fake.Clientset
 	beforeUpdate func(*coordinationv1.Lease)
+	afterUpdate  func(*coordinationv1.Lease, error) error
 	beforeList   func(metav1.ListOptions)
+	beforeGet    func(name string)
+	beforeDelete func(name string)
 }
 
 func (c hooked) CoordinationV1() coordclient.CoordinationV1Interface {
@@ -392,7 +396,40 @@ func (l hookedLeases) Update(ctx context.Context, lease *coordinationv1.Lease, o
 	if l.c.beforeUpdate != nil {
 		l.c.beforeUpdate(lease)
 	}
-	return l.LeaseInterface.Update(ctx, lease, opts)
+	got, err := l.LeaseInterface.Update(ctx, lease, opts)
+	if l.c.afterUpdate != nil {
+		if err = l.c.afterUpdate(lease, err); err != nil {
+			return nil, err
+		}
+	}
+	return got, err
+}
+
+// losingAnswers is a client of server whose updates of the election Lease
+// "l" that lose picks reach the server and land, but whose answers are
+// lost: the caller gets its own deadline's error, as when the API server
+// stalls after the write committed.
+func losingAnswers(server *fake.Clientset, lose func(*coordinationv1.Lease) bool) hooked {
+	return hooked{Clientset: server, afterUpdate: func(l *coordinationv1.Lease, err error) error {
+		if err == nil && l.Name == "l" && lose(l) {
+			return fmt.Errorf("Put \"https://apiserver/apis/coordination.k8s.io/v1/namespaces/ns/leases/l\": %w", context.DeadlineExceeded)
+		}
+		return err
+	}}
+}
+
+func (l hookedLeases) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if l.c.beforeGet != nil {
+		l.c.beforeGet(name)
+	}
+	return l.LeaseInterface.Get(ctx, name, opts)
+}
+
+func (l hookedLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if l.c.beforeDelete != nil {
+		l.c.beforeDelete(name)
+	}
+	return l.LeaseInterface.Delete(ctx, name, opts)
 }
 
 func (l hookedLeases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {

@@ -43,7 +43,10 @@ import (
 func (e *Election) lead() error {
 	leading.Add(1)
 	defer leading.Add(-1)
-	renew := e.clock.NewTimer(renewalSlot(e.clock.Now(), firstRenewal(e.timing.RetryPeriod), e.timing.RetryPeriod, leading.Load()))
+	e.mu.Lock()
+	token, validity := e.token, e.validUntil.Sub(e.clock.Now())
+	e.mu.Unlock()
+	renew := e.clock.NewTimer(renewalSlot(e.clock.Now(), firstRenewal(e.timing, validity), e.timing.RetryPeriod, leading.Load()))
 	defer renew.Stop()
 	// Renewals in flight are not cancelled when the leadership ends:
 	// cancelling one whose answer is on its way only makes client-go log an
@@ -53,9 +56,6 @@ func (e *Election) lead() error {
 	// the release then writes over what it left. (Only a renewal on this
 	// goroutine unanswered at inlineCut is cancelled: it is replaced.)
 	ctx := context.WithoutCancel(e.ctx)
-	e.mu.Lock()
-	token := e.token
-	e.mu.Unlock()
 	patch, err := newRenewPatch(e.identity, e.incarnation, token, e.timing)
 	if err != nil {
 		return err
@@ -159,15 +159,21 @@ const (
 	renewalBurst = 16
 )
 
-// firstRenewal is when a new leader first renews: at a random point of the
-// retry period, then moved to its slot (renewalSlot), which every later
-// renewal keeps. Elections won together (a process that runs many, or all
-// of them after an API server outage) would otherwise all renew in the same
-// slot, one burst of a request per election every period; drawn from half
-// the period only, they would fill half the slots, twice as full. Renewing
-// early never shortens leadership.
-func firstRenewal(retryPeriod time.Duration) time.Duration {
-	return 1 + rand.N(retryPeriod)
+// firstRenewal is when a new leader with validity left first renews: at a
+// random point of the retry period, then moved to its slot (renewalSlot),
+// which every later renewal keeps. Elections won together (a process that
+// runs many, or all of them after an API server outage) would otherwise all
+// renew in the same slot, one burst of a request per election every period;
+// drawn from half the period only, they would fill half the slots, twice as
+// full. Renewing early never shortens leadership.
+//
+// Never later than a leader renewing every retry period would: once
+// validity left falls to renewDeadline - retryPeriod. An acquisition
+// answered late (an API server that froze, then thawed) has little left,
+// its validity counting from the send; a draw past the end of it would let
+// the term lapse with no renewal sent.
+func firstRenewal(t Timing, validity time.Duration) time.Duration {
+	return min(1+rand.N(t.RetryPeriod), max(0, validity-(t.RenewDeadline-t.RetryPeriod)))
 }
 
 // maxRenewalsInFlight bounds pipelined renewals (see lead).
@@ -391,11 +397,16 @@ func (e *Election) fatalRenewError(err error) error {
 }
 
 // revoke ends the leadership guarantee at once (IsLeader returns 0); the
-// term's end, with its reason, follows.
+// term's end, with its reason, follows. The observer's view, which our
+// renewals kept current while its follow loop was paused, shows our last
+// renewal, and the Lease is no longer that: the loop resumes (a list
+// first), so that GetHolder and holder watches wait for the API server's
+// answer instead of naming this process.
 func (e *Election) revoke() {
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.validUntil = time.Time{}
+	e.mu.Unlock()
+	e.obs.leadingEnded(e, true)
 }
 
 // release clears the holder (client-go's release record) if the Lease is
@@ -410,51 +421,57 @@ func (e *Election) release(held *coordinationv1.Lease, timeout time.Duration) er
 }
 
 // endTerm writes the record that ends our term (spec: a release or a
-// hand-off) over held, with a compare-and-swap, and returns what it wrote:
-// nil when the Lease is gone or no longer ours (nothing to end). Leadership
-// has already ended locally.
+// hand-off) over held (nil: over what a read finds, if ours), with a
+// compare-and-swap, and returns what it wrote: nil when the Lease is gone
+// or no longer ours (nothing to end). Leadership has already ended
+// locally.
 func (e *Election) endTerm(held *coordinationv1.Lease, timeout time.Duration, what string,
 	spec func(*coordinationv1.Lease, time.Time)) (*coordinationv1.Lease, error) {
-	got, _, err := e.casWrite(held, timeout, what, spec, func(r record) bool { return r.heldBy(e.identity, e.incarnation) })
+	got, _, err := e.casWrite(held, timeout, what, spec, e.holds)
 	return got, err
 }
 
+// holds reports whether the record names this candidacy.
+func (e *Election) holds(r record) bool { return r.heldBy(e.identity, e.incarnation) }
+
 // casWrite writes spec over l with a compare-and-swap. After a conflict (a
 // renewal in flight may have landed) it reads the Lease and writes over
-// that while stillOurs says it is still the record to replace. It returns
-// what it wrote, or nil and the record it found when there is nothing to
-// replace (the Lease gone, or changed by someone else).
+// that while stillOurs says it is still the record to replace; l nil reads
+// it first. It returns what it wrote, or nil and the Lease it found (nil:
+// none) when there is nothing to replace (the Lease gone, or changed by
+// someone else).
 func (e *Election) casWrite(l *coordinationv1.Lease, timeout time.Duration, what string,
-	spec func(*coordinationv1.Lease, time.Time), stillOurs func(record) bool) (*coordinationv1.Lease, record, error) {
+	spec func(*coordinationv1.Lease, time.Time), stillOurs func(record) bool) (written, found *coordinationv1.Lease, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for attempt := 0; attempt < 3; attempt++ {
+		if l == nil {
+			cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return nil, nil, nil
+			case err != nil:
+				return nil, nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
+			case !stillOurs(recordOf(cur)):
+				return nil, cur, nil
+			}
+			l = cur
+		}
 		next := l.DeepCopy()
 		spec(next, e.clock.Now())
 		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
-		if err == nil {
+		switch {
+		case err == nil:
 			e.obs.apply(got, got.ResourceVersion)
-			return got, recordOf(got), nil
+			return got, got, nil
+		case apierrors.IsNotFound(err):
+			return nil, nil, nil
+		case !apierrors.IsConflict(err):
+			return nil, nil, fmt.Errorf("%s lease %s: %w", what, e.key, err)
 		}
-		if apierrors.IsNotFound(err) {
-			return nil, record{}, nil
-		}
-		if !apierrors.IsConflict(err) {
-			return nil, record{}, fmt.Errorf("%s lease %s: %w", what, e.key, err)
-		}
-		cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, record{}, nil
-			}
-			return nil, record{}, fmt.Errorf("%s lease %s: %w", what, e.key, err)
-		}
-		if r := recordOf(cur); !stillOurs(r) {
-			return nil, r, nil
-		}
-		l = cur
+		l = nil // read it again
 	}
-	return nil, record{}, fmt.Errorf("%s lease %s: kept conflicting", what, e.key)
+	return nil, nil, fmt.Errorf("%s lease %s: kept conflicting", what, e.key)
 }
 
 // casFailureReason reads the Lease to say why a renewal's test failed (the
@@ -465,13 +482,16 @@ func (e *Election) casFailureReason() error {
 	e.mu.Lock()
 	token := e.token
 	e.mu.Unlock()
+	sent := e.obs.seqNow()
 	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		e.obs.applyGone(sent)
 		return ErrLeaseDeleted
 	case err != nil:
 		return fmt.Errorf("%w: a renewal's compare-and-swap failed (re-reading the lease: %v)", ErrLeaseEdited, err)
 	}
+	e.obs.applyRead(cur, cur.ResourceVersion, sent) // a quorum read: what the others see too
 	if reason := e.whyNotOurs(recordOf(cur), token); reason != nil {
 		return reason
 	}

@@ -18,6 +18,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // gatedPatches holds every renewal (PATCH) until the gate opens, counting
@@ -248,7 +249,7 @@ func TestFirstRenewalIsSpreadOverThePeriod(t *testing.T) {
 	for _, rp := range []time.Duration{time.Millisecond, 500 * time.Millisecond, 2 * time.Second} {
 		seen := map[time.Duration]bool{}
 		for i := 0; i < 1000; i++ {
-			d := firstRenewal(rp)
+			d := firstRenewal(Timing{RenewDeadline: 3 * rp, RetryPeriod: rp}, 3*rp)
 			if d <= 0 || d > rp {
 				t.Fatalf("retry period %v: first renewal after %v, want within (0, %v]", rp, d, rp)
 			}
@@ -271,7 +272,7 @@ func TestElectionsWonTogetherFillTheSlots(t *testing.T) {
 	won := time.Unix(0, gridPhase).Add(123456789 * time.Nanosecond)
 	perSlot := map[int64]int{}
 	for range leaders {
-		at := won.Add(renewalSlot(won, firstRenewal(period), period, leaders))
+		at := won.Add(renewalSlot(won, firstRenewal(Timing{RenewDeadline: 5 * period, RetryPeriod: period}, 5*period), period, leaders))
 		perSlot[((at.UnixNano()-gridPhase)/int64(slot))%slots]++
 	}
 	fullest := 0
@@ -354,5 +355,39 @@ func TestLeadershipEndsBeforeTheDiagnosticRead(t *testing.T) {
 	}
 	if err := e.WaitLost(); err == nil {
 		t.Fatal("WaitLost = nil after a failed compare-and-swap")
+	}
+}
+
+// A leader whose acquisition was answered late has little validity left
+// (it counts from the send): its first renewal goes out in time, not at a
+// random point of the retry period that may lie past the end of its term
+// ("renew deadline exceeded: no answer to 0 renewal(s) in flight"). Twenty
+// new leaders, each with 50 ms of a 10 s renew deadline left: each has
+// sent a renewal once 40 ms have passed.
+func TestALateAcquisitionRenewsBeforeItsValidityEnds(t *testing.T) {
+	for i := range 20 {
+		clk := clocktesting.NewFakeClock(testNow)
+		client := fake.NewClientset(testLease("l", "a", 1, testNow, 15))
+		leases := client.CoordinationV1().Leases("ns")
+		obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+		e := newElection(Key{"ns", "l"}, "a", unitTiming, leases, obs, clk, &leaseStats{}, func() bool { return false })
+		held, err := leases.Get(t.Context(), "l", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.phase, e.token, e.written = phaseLeader, 1, held
+		e.validUntil = testNow.Add(50 * time.Millisecond) // sent 9.95 s ago
+		done := make(chan error, 1)
+		go func() { done <- e.lead() }()
+		awaitWaiters(t, clk, 2) // the renewal's timer and the deadline's
+		clk.Step(40 * time.Millisecond)
+		renewed := waitUntil(2*time.Second, func() bool { return countVerbs(t, client.Actions())["patch"] > 0 })
+		e.cancel()
+		if err := receive(t, done, 5*time.Second, "lead's end"); err != nil {
+			t.Fatalf("leader %d: lead = %v", i, err)
+		}
+		if !renewed {
+			t.Fatalf("leader %d: no renewal sent with 10 ms of its validity left (first renewal due later)", i)
+		}
 	}
 }

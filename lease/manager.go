@@ -254,7 +254,7 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 		defer m.endDone(ending)
 		return m.endElection(e, min(e.timing.RenewDeadline, requestTimeout))
 	}()
-	e.awaitEndEvent() // the host may exit when CancelElection returns
+	e.awaitEndWrites() // the host may exit when CancelElection returns
 	return err
 }
 
@@ -307,9 +307,8 @@ func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 	if leading, _, _ := e.IsLeader(); leading && e.opts.Policy&PolicyHandOffOnCancel != 0 {
 		start := m.clock.Now()
 		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
-			left := timeout - m.clock.Since(start)
-			if left > 0 {
-				err := m.handOffElection(e, to, left, nil) // the caller registered e's end
+			if left := min(timeout-m.clock.Since(start), ownHandOffWait(e.timing)); left > 0 {
+				err := m.handOffElection(e, to, timeout, left, nil) // the caller registered e's end
 				switch {
 				case err == nil:
 					return nil

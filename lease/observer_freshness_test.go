@@ -11,6 +11,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -287,7 +288,7 @@ func TestARefreshAnsweredLateDoesNotUndoANewerTakeover(t *testing.T) {
 		t.Fatalf("after the late re-read the snapshot holds %q at %s; want x at 102", s.rec.holder, s.rec.resourceVersion)
 	}
 	o.apply(nil, "103") // an operator deletes the Lease
-	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c"); act != actWait {
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", ""); act != actWait {
 		t.Fatalf("decide after x took the Lease and it was deleted = %v; want wait (x's term)", act)
 	}
 }
@@ -383,7 +384,7 @@ func TestAReadRacingARelistStillCountsANewVersionAsAChange(t *testing.T) {
 	if s.rec.resourceVersion != "12" {
 		t.Fatalf("rv %s", s.rec.resourceVersion)
 	}
-	if act, _ := decide(s, clk.Now(), 15*time.Second, "c"); act == actAcquire {
+	if act, _ := decide(s, clk.Now(), 15*time.Second, "c", ""); act == actAcquire {
 		t.Fatalf("after a re-read found the same content at a new version (rv 10 -> 12, a gap): decide = acquire, observedAt %v ago; want a wait of a lease duration from this sighting (as without the racing relist)",
 			clk.Now().Sub(s.observedAt))
 	}
@@ -396,7 +397,7 @@ func TestAReadAfterAGapAtANewVersionWaitsATerm(t *testing.T) {
 	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow())
 	clk.Step(16 * time.Second)
 	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {})
-	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c"); act == actAcquire {
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", ""); act == actAcquire {
 		t.Fatal("control: acquire")
 	}
 }
@@ -421,7 +422,7 @@ func TestAGapKeepsTheLastKnownHoldersTerm(t *testing.T) {
 		} else {
 			o.apply(nil, "102") // the watch's Deleted event
 		}
-		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c")
+		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c", "")
 		if act != actWait {
 			t.Fatalf("gap=%v: %v", gap, act)
 		}
@@ -472,5 +473,102 @@ func TestAListOlderThanALearntDeletionDoesNotBringTheLeaseBack(t *testing.T) {
 	o.applyList(leaseAt("z", 2, testNow, 15, "102"), "102", sent, 0) // the list, served before it
 	if s := o.snapshot(); s.rec.exists {
 		t.Fatalf("a list older than the deletion put the Lease back (rv %s)", s.rec.resourceVersion)
+	}
+}
+
+// withUID is l with the UID a real API server gives every object.
+func withUID(l *coordinationv1.Lease, uid types.UID) *coordinationv1.Lease {
+	l.UID = uid
+	return l
+}
+
+// A list, or a lagging watch, that shows a renewal this process never saw
+// (one version above the last known) after a read learnt the deletion must
+// not bring the deleted Lease back: the deleted object (its UID) cannot
+// come back, whatever its version.
+func TestAStateOfALearntDeletedLeaseNeverBringsItBack(t *testing.T) {
+	for _, via := range []string{"list", "watch"} {
+		t.Run(via, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(testNow)
+			o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+			o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "102"), "uid-1"), "102", o.seqNow())
+			sent := o.seqNow()                                                               // a relist and a re-read, both sent now
+			o.applyGone(sent)                                                                // the GET, served after the deletion
+			unseen := withUID(leaseAt("z", 2, testNow.Add(time.Second), 15, "103"), "uid-1") // z's renewal just before the deletion
+			if via == "list" {
+				o.applyList(unseen, "103", sent, 0)
+			} else {
+				o.apply(unseen, "103")
+			}
+			if s := o.snapshot(); s.rec.exists {
+				t.Fatalf("a %s at rv 103 of the deleted Lease put it back", via)
+			}
+			o.apply(withUID(leaseAt("w", 3, testNow, 15, "110"), "uid-2"), "110") // re-created: another object
+			if s := o.snapshot(); !s.rec.exists || s.rec.holder != "w" {
+				t.Fatalf("the re-created Lease (a new UID) was not taken: %+v", s.rec)
+			}
+		})
+	}
+}
+
+// Once a renewal's compare-and-swap failed (another holder took the lease)
+// and IsLeader says 0, GetHolder must not name this process: the view the
+// renewals kept is no longer current, even while the re-read that asks
+// why is unanswered.
+func TestGetHolderAfterARenewalFoundATakeoverDoesNotNameThisProcess(t *testing.T) {
+	server := fake.NewClientset()
+	enforceResourceVersions(server)
+	var holdGets atomic.Bool
+	release := make(chan struct{})
+	m := process(t, hooked{Clientset: server, beforeGet: func(name string) {
+		if name == "l" && holdGets.Load() {
+			<-release // the re-read after the failed renewal hangs
+		}
+	}})
+	t.Cleanup(func() { close(release) }) // before the Manager's Shutdown
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	holdGets.Store(true)
+	leases := server.CoordinationV1().Leases("ns")
+	l, err := leases.Get(t.Context(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, five := "x", int32(5)
+	l.Spec.HolderIdentity, l.Spec.LeaseTransitions = &x, &five
+	delete(l.Annotations, IncarnationAnnotation)
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a's next renewal finds the takeover", func() bool {
+		ok, _, _ := e.IsLeader()
+		return !ok
+	})
+	h, err := m.GetHolder("ns", "l")
+	if err == nil && (h.Holder == "a" || h.Token == 1) {
+		t.Fatalf("GetHolder after the takeover = %+v; want x with token 5 (or an error), never this process's ended term", h)
+	}
+}
+
+// A read sent after the deletion was learnt that shows the same object is
+// the truth (etcd restored from a backup brought it back): it is taken, or
+// a candidate would only ever try to create the Lease (AlreadyExists).
+func TestAReadAfterALearntDeletionTakesTheObjectBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "102"), "uid-1"), "102", o.seqNow())
+	o.applyGone(o.seqNow())
+	o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "90"), "uid-1"), "90", o.seqNow()) // restored
+	if s := o.snapshot(); !s.rec.exists || s.rec.resourceVersion != "90" {
+		t.Fatalf("a fresh read of the restored Lease was not taken: %+v", s.rec)
+	}
+	o.apply(withUID(leaseAt("z", 2, testNow.Add(time.Second), 15, "91"), "uid-1"), "91") // and followed on the watch
+	if s := o.snapshot(); s.rec.resourceVersion != "91" {
+		t.Fatalf("the restored Lease's next renewal on the watch was not taken: %+v", s.rec)
 	}
 }

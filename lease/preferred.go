@@ -30,6 +30,16 @@ func better(a, b Candidate) bool {
 	return a.Identity < b.Identity
 }
 
+// aliveInTerm reports whether c's record was written during the term
+// token or a later one. A candidate writes its record again when it sees a
+// new term (candidacy.sawToken), so every live candidate's record names the
+// current term within a watch event and a write of its beginning; a
+// replica that died (SIGKILL, a node lost) before the term began cannot,
+// and its record, live for candidateTTL, is passed over by the hand-offs
+// the library decides on its own. A target that died during the term costs
+// one hand-off's wait, in that term only.
+func aliveInTerm(c Candidate, token int64) bool { return c.SeenToken >= token }
+
 // compareVersions compares semantic versions; "" (none) is the oldest.
 // Both were validated when declared; a record edited by hand that does not
 // parse sorts as none.
@@ -53,13 +63,15 @@ func compareVersions(a, b string) int {
 	return 0
 }
 
-// bestCandidate is the best live candidate but exclude, and whether there is
-// one; with onlyNewer, only candidates of a version newer than own count.
-func bestCandidate(cs []Candidate, exclude string, onlyNewer bool, own string, now time.Time) (Candidate, bool) {
+// bestCandidate is the best live candidate but exclude that saw the term
+// (its record names that token or a later one: see aliveInTerm), and
+// whether there is one; with onlyNewer, only candidates of a version newer
+// than own count.
+func bestCandidate(cs []Candidate, exclude string, term int64, onlyNewer bool, own string, now time.Time) (Candidate, bool) {
 	var best Candidate
 	found := false
 	for _, c := range cs {
-		if c.Identity == exclude || now.Sub(c.RenewTime) > candidateTTL {
+		if c.Identity == exclude || now.Sub(c.RenewTime) > candidateTTL || !aliveInTerm(c, term) {
 			continue
 		}
 		if onlyNewer && compareVersions(c.Version, own) <= 0 {

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -33,7 +34,9 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
 	a, b := standingPair(t, client, "a", "b", ElectionOptions{})
-	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+	// A record that names every term (as one written by a replica that
+	// died during this one does): the first hand-off to it is made.
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now(), SeenToken: math.MaxInt32}); err != nil {
 		t.Fatal(err)
 	}
 	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
@@ -42,6 +45,24 @@ func TestHandOffRegressionPreferredGhostCostsOneHandOff(t *testing.T) {
 	t.Logf("hand-offs: %d (lease %v)", handOffCount(a.m, b.m), fastUnitTiming.LeaseDuration)
 	if n := handOffCount(a.m, b.m); n != 1 {
 		t.Fatalf("%d hand-offs to a preferred holder that does not campaign; want the one that failed", n)
+	}
+}
+
+// A preferred holder whose record was written before this term (a replica
+// that died then) is never handed the lease: it is not seen alive.
+func TestAPreferredHolderThatDidNotSeeThisTermIsNotHandedTheLease(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	targets := handOffTargets(client)
+	a, b := standingPair(t, client, "a", "b", ElectionOptions{})
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	annotateLease(t, client, PreferredHolderAnnotation, "ghost")
+	awaitSteadyLeader(t, a.m, b.m)
+	if n, got := handOffCount(a.m, b.m), targets(); n != 0 || len(got) != 0 {
+		t.Fatalf("%d hand-offs (records to %v) to a preferred holder whose record predates the term; want none", n, got)
 	}
 }
 

@@ -49,7 +49,7 @@ func TestBestCandidate(t *testing.T) {
 		{"own version none: any declared is newer", "", true, "", "new-high"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, ok := bestCandidate(cs, tc.exclude, tc.onlyNewer, tc.own, now)
+			c, ok := bestCandidate(cs, tc.exclude, 0, tc.onlyNewer, tc.own, now)
 			if got := map[bool]string{true: c.Identity, false: ""}[ok]; got != tc.want {
 				t.Fatalf("best = %q, want %q", got, tc.want)
 			}

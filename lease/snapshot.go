@@ -4,6 +4,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // snapshot is what a process knows about one Lease, with local times taken
@@ -29,6 +30,12 @@ type snapshot struct {
 	lastHeldAt time.Time
 	// highestToken is the highest fencing token seen on this lease.
 	highestToken int64
+	// goneUID is the UID of the last Lease object this process saw deleted:
+	// only a read sent after that shows the object again; a watch event or
+	// an older read of it is older than its deletion, whatever its
+	// resourceVersion (a renewal this process never saw is above the last
+	// version it knew).
+	goneUID types.UID
 	// err is the last list or watch error, nil after a success; errAt is
 	// when it happened.
 	err   error
@@ -105,6 +112,12 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sen
 	// may be unseen. It is the newest state only if nothing was applied
 	// while it was in flight; else it may be older than that, and is taken
 	// only if newer (a read that found nothing says not when: dropped).
+	if l != nil && l.UID != "" && l.UID == o.snap.goneUID && (!read || sent != o.snap.seq) {
+		// Older than the deletion this process learnt. A read sent after
+		// it is the truth (etcd restored from a backup brings the object
+		// back), and is taken below.
+		return
+	}
 	gap := read
 	if read && sent != o.snap.seq {
 		if l == nil && rv == "" {
@@ -142,6 +155,12 @@ func (o *observer) applyState(l *coordinationv1.Lease, rv string, read bool, sen
 	}
 	if changed {
 		o.snap.observedAt = now
+	}
+	switch {
+	case l == nil && o.snap.lease != nil && o.snap.lease.UID != "":
+		o.snap.goneUID = o.snap.lease.UID
+	case l != nil && l.UID == o.snap.goneUID:
+		o.snap.goneUID = "" // back, by a read sent after its deletion: followed as any
 	}
 	// A read of the very state we have is no news: waking subscribers for
 	// it would turn a candidate's re-read after a conflict into a loop.

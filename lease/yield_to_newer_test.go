@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -75,7 +76,8 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
 	a, b := standingPair(t, client, "a", "b", ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer | PolicyHandOffOnCancel})
-	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now()}); err != nil {
+	// Each start of n re-puts its record, naming the term it saw.
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "n", Version: "2.0.0", RenewTime: time.Now(), SeenToken: math.MaxInt32}); err != nil {
 		t.Fatal(err)
 	}
 	awaitFailedHandOff(t, client, "n")

@@ -33,6 +33,9 @@ const (
 	// declared.
 	VersionAnnotation  = "k8s-lease.io/candidate-version"
 	PriorityAnnotation = "k8s-lease.io/candidate-priority"
+	// SeenTokenAnnotation holds the highest fencing token of the lease the
+	// candidate had seen when it wrote the record.
+	SeenTokenAnnotation = "k8s-lease.io/candidate-seen-token"
 	// Strategy is our LeaseCandidate strategy: a custom one, so
 	// Kubernetes' own coordinated leader election leaves our Leases alone.
 	Strategy = "k8s-lease.io/NewestVersion"
@@ -51,6 +54,10 @@ type Record struct {
 	Version   string    `json:"version,omitempty"`
 	Priority  int32     `json:"priority"`
 	RenewTime time.Time `json:"renew_time"`
+	// SeenToken is the highest fencing token of the lease the candidate had
+	// seen when it wrote the record: a record that names the current term's
+	// token was written by a process alive during that term.
+	SeenToken int64 `json:"seen_token"`
 }
 
 // Store is what Leases and LeaseCandidates do, the store Registry picks:
@@ -202,7 +209,8 @@ func recordsIn[T any](items []T, lease string, read func(*T, string) (Record, bo
 
 // annotations are what a record declares, and key: value of its kind.
 func annotations(r Record, key, value string) map[string]string {
-	return map[string]string{VersionAnnotation: r.Version, PriorityAnnotation: strconv.Itoa(int(r.Priority)), key: value}
+	return map[string]string{VersionAnnotation: r.Version, PriorityAnnotation: strconv.Itoa(int(r.Priority)),
+		SeenTokenAnnotation: strconv.FormatInt(r.SeenToken, 10), key: value}
 }
 
 // fromAnnotations is the record of identity, renewed at renew (nil: never),
@@ -211,6 +219,9 @@ func fromAnnotations(identity string, annotations map[string]string, renew *meta
 	r := Record{Identity: identity, Version: annotations[VersionAnnotation]}
 	if p, err := strconv.ParseInt(annotations[PriorityAnnotation], 10, 32); err == nil {
 		r.Priority = int32(p)
+	}
+	if t, err := strconv.ParseInt(annotations[SeenTokenAnnotation], 10, 64); err == nil {
+		r.SeenToken = t
 	}
 	if renew != nil {
 		r.RenewTime = renew.Time

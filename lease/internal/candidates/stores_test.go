@@ -146,3 +146,23 @@ func TestPutLeavesAForeignObjectOfTheRecordNameUntouched(t *testing.T) {
 		})
 	}
 }
+
+// A record says, in both kinds, what the candidate declared and the
+// highest fencing token it had seen.
+func TestCandidateRecordRoundTrip(t *testing.T) {
+	for _, kind := range stores {
+		t.Run(kind.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			store := kind.store(client)
+			want := Record{Identity: "a", Version: "1.2.3", Priority: 7, RenewTime: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC), SeenToken: 42}
+			if _, err := store.Put(t.Context(), "ns", "l", want); err != nil {
+				t.Fatal(err)
+			}
+			got, found, err := store.Get(t.Context(), "ns", "l", "a")
+			if err != nil || !found || got.Identity != want.Identity || got.Version != want.Version || got.Priority != want.Priority ||
+				!got.RenewTime.Equal(want.RenewTime) || got.SeenToken != want.SeenToken {
+				t.Fatalf("read back %+v, found %v, %v; want %+v", got, found, err, want)
+			}
+		})
+	}
+}
