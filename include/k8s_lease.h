@@ -356,10 +356,22 @@ int K8sLeaseIsLeaderId(const char* ns, const char* leaseName, long long election
  *     half of the release's bound (so those calls may take up to half as
  *     long again while the API server hangs); a loss withdraws it when the
  *     API server can be reached; the endpoint of a leader that died or was
- *     cut off stays until the next leader's write replaces it. A term stops
- *     writing once its leadership lapses. A slice of a later term (a higher
+ *     cut off stays until the next leader's write replaces it. If the next
+ *     holder publishes none (a plain client-go candidate, an election
+ *     without an endpoint) or the Lease is gone, a standby of this library
+ *     with the endpoint configured empties the slice once it sees the
+ *     Lease show another term (its watch, then at most
+ *     min(renewDeadline, 10 s)); with no such standby running, the
+ *     endpoint stays. A term stops writing once its leadership lapses. A slice of a later term (a higher
  *     token, the same token with another holder, or the Lease re-created
- *     with another UID) is never replaced.
+ *     with another UID) is never replaced. A write refused because the
+ *     slice carries a higher token is counted ("superseded") and raises a
+ *     Warning Event; while the election still leads, that token is stale
+ *     (leaseTransitions lowered, say by a manifest applied again): the dead
+ *     term's endpoint is emptied and the write retried every 1 s to 30 s;
+ *     delete the slice to route to the leader.
+ *   - The slice is created empty, then filled by a compare-and-swap, so a
+ *     create of an older term that lands late never routes.
  *   - A failed write (RBAC, quota, the API server unreachable) is retried
  *     with backoff (1 s to 30 s), logged, counted
  *     (k8s_lease_endpoint_writes_total, K8sLeaseStats) and reported as a
@@ -675,7 +687,10 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  *        once before deciding again), "endpoint_writes" and
  *        "endpoint_failures" (writes of the leader's endpoint,
  *        K8sLeasePublishEndpoint, that landed and that failed, withdrawals
- *        included), "renew_latency_last_ms",
+ *        included), "endpoint_superseded" (writes refused because the slice
+ *        carries a higher token), "stale_endpoints_cleared" (slices of a
+ *        term the Lease no longer shows that this candidacy emptied),
+ *        "renew_latency_last_ms",
  *        "renew_latency_max_ms", "renew_latency_mean_ms"},
  *     "watching" (a holder watch runs), "watch_callbacks" (delivered),
  *     "watch_restarts" (the Lease's API watch ended by an error and was
@@ -699,8 +714,9 @@ int K8sLeaseStats(char** statsJson, char** errMsg);
  *   k8s_lease_campaign_duration_seconds (histogram: candidacy start to elected),
  *   k8s_lease_acquire_duration_seconds (histogram: lease judged free to held),
  *   k8s_lease_conflicts_total,
- *   k8s_lease_endpoint_writes_total{result=success|error}
- *     (K8sLeasePublishEndpoint); per lease observed for an election or a
+ *   k8s_lease_endpoint_writes_total{result=success|error|superseded}
+ *     (K8sLeasePublishEndpoint), k8s_lease_stale_endpoints_cleared_total;
+ *     per lease observed for an election or a
  *   holder watch:
  *   k8s_lease_watch_restarts_total; process-wide:
  *   k8s_lease_api_requests_total{verb,resource,code} (code "409" counts

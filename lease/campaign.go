@@ -134,6 +134,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 	var freeSince time.Time // when this campaign last judged the lease free
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
+		e.clearStaleRoute(snap) // the endpoint of a term the Lease no longer shows (endpoint.go)
 		// An error the shared observer met before this campaign (say a
 		// GetHolder before RBAC was applied) is not this campaign's: wait
 		// for the observer's next try. The observer retries by itself.

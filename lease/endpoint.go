@@ -27,6 +27,17 @@ import (
 // dead or cut-off leader's endpoint stays until the next leader's write
 // replaces it). Failures of these writes never change the election: they
 // are retried, logged, counted and reported as Events on the Lease.
+//
+// A leader killed with its endpoint published is followed by a term that
+// may publish nothing (a plain client-go candidate, one of ours without
+// an endpoint, a token below the slice's after the Lease's
+// leaseTransitions were lowered), or by no term (the Lease deleted). So a
+// candidate of ours with an endpoint, as a standby, checks the slice
+// against each term the Lease shows (clearStaleRoute, once per term) and
+// empties the slice of a term that record no longer shows, by a
+// compare-and-swap that never touches the current term's. A leader whose
+// write is refused while it leads does the same: no later term can have
+// written the slice, its token is stale.
 
 // endpointStore is where an election publishes the address it serves at.
 type endpointStore interface {
@@ -35,6 +46,9 @@ type endpointStore interface {
 	Publish(ctx context.Context, p endpoints.Publication) error
 	// Withdraw removes p's endpoint if the slice still carries p's term.
 	Withdraw(ctx context.Context, p endpoints.Publication) error
+	// RetireStale empties the Service's slice if the term that wrote it is
+	// over by the Lease's record (seen: the term the caller saw; nil: none).
+	RetireStale(ctx context.Context, namespace, service, lease string, seen *endpoints.Term) (endpoints.Retired, error)
 }
 
 // ErrEndpointExists: the election already publishes another endpoint.
@@ -57,6 +71,29 @@ type route struct {
 	stop     context.CancelFunc    // ends the publisher's retries
 	done     chan struct{}         // closed when the publisher returned
 	ended    bool                  // the term was withdrawn, or ended without one
+	// A standby's check of the slice (clearStaleRoute): the term the Lease
+	// showed when the last check was made, whether one was, and whether
+	// one runs.
+	checked   shownTerm
+	checkedOK bool
+	checking  bool
+}
+
+// shownTerm is the term a snapshot of the Lease shows (gone: no Lease).
+type shownTerm struct {
+	gone bool
+	term endpoints.Term
+}
+
+func termShown(s snapshot) shownTerm {
+	if !s.rec.exists {
+		return shownTerm{gone: true}
+	}
+	t := endpoints.Term{Token: s.rec.token, Holder: s.rec.holder}
+	if s.lease != nil {
+		t.LeaseUID = s.lease.UID
+	}
+	return shownTerm{term: t}
 }
 
 // PublishEndpoint makes the Service service in ns route to address:port
@@ -88,6 +125,10 @@ func (m *Manager) PublishEndpoint(ns, name string, id int64, ep Endpoint) error 
 }
 
 func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
+	var snap snapshot
+	if e.obs != nil {
+		snap = e.obs.snapshot() // a standby checks the slice against it
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -102,7 +143,13 @@ func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
 	}
 	e.route = &route{store: store, endpoint: ep}
 	if !e.validLocked() {
-		return nil // a candidate (it publishes when elected), or a term that lapsed: it never publishes
+		// A candidate (it publishes when elected), or a term that lapsed:
+		// it never publishes. A candidate checks the slice at once.
+		start := e.beginStaleCheckLocked(snap)
+		e.mu.Unlock()
+		start()
+		e.mu.Lock()
+		return nil
 	}
 	// It leads already (a free Lease can be taken before the host, which
 	// needs the id, gets here): the host's WaitElected may return at once,
@@ -168,15 +215,16 @@ func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, endpoints.ErrSuperseded):
-			// A later term wrote the slice: this one is over, whatever it
-			// knows yet.
-			logf(LevelWarning, "lease %s: not routing Service %s/%s to %s: %v", e.key, p.Namespace, p.Service, p.Identity, err)
-			return
+			tried() // WaitElected does not wait for a stale slice's removal
+			if !e.superseded(ctx, store, p, err) {
+				return
+			}
+		default:
+			e.stats.EndpointFailed()
+			logf(LevelWarning, "lease %s: routing Service %s/%s to %s at %s:%d failed (retrying; leadership is unaffected): %v",
+				e.key, p.Namespace, p.Service, p.Identity, p.Address, p.Port, err)
+			e.recordEndpointFailure(p, err)
 		}
-		e.stats.EndpointFailed()
-		logf(LevelWarning, "lease %s: routing Service %s/%s to %s at %s:%d failed (retrying; leadership is unaffected): %v",
-			e.key, p.Namespace, p.Service, p.Identity, p.Address, p.Port, err)
-		e.recordEndpointFailure(p, err)
 		tried()
 		t := e.clock.NewTimer(b.next())
 		select {
@@ -186,6 +234,122 @@ func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints
 		case <-t.C():
 		}
 	}
+}
+
+// superseded reports a write of p refused because the slice carries a
+// higher token (counted, logged, a Warning Event), and whether to retry.
+// A term that no longer leads stops: a later term wrote the slice. One
+// that still leads retries, as no later term can exist while it lasts:
+// the slice's token is stale (the Lease's leaseTransitions were lowered, by
+// a manifest applied again, or it was written by hand), and its endpoint
+// is no leader's, so it is emptied first (its token kept: it never falls).
+// The retries route to this leader once the stale slice is deleted.
+func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoints.Publication, err error) (retry bool) {
+	e.stats.EndpointSuperseded()
+	e.mu.Lock()
+	leads := e.validLocked()
+	e.mu.Unlock()
+	msg := fmt.Sprintf("%s's endpoint %s:%d for Service %s (token %d) was refused: %v", p.Identity, p.Address, p.Port, p.Service, p.Token, err)
+	if leads {
+		msg += fmt.Sprintf("; it leads, so no later leader wrote the slice: its token is stale (was the Lease's leaseTransitions lowered?); "+
+			"delete EndpointSlice %s/%s to route to %s (retrying)", p.Namespace, endpoints.SliceName(p.Service), p.Identity)
+	}
+	logf(LevelWarning, "lease %s: %s", e.key, msg)
+	if e.events != nil {
+		_, uid := e.eventFacts()
+		e.recordEvent(uid, kubeapi.EventTypeWarning, msg)
+	}
+	if !leads || ctx.Err() != nil {
+		return false
+	}
+	e.retireStale(ctx, store, p.Service, &endpoints.Term{LeaseUID: p.LeaseUID, Token: p.Token, Holder: p.Identity})
+	return true
+}
+
+// clearStaleRoute is the candidate loop's look at each snapshot s of the
+// Lease: a standby with an endpoint checks the slice once per term the
+// Lease shows (and again after a check that failed), on a goroutine of its
+// own, and empties it when the term that wrote it is over by the Lease's
+// record (retireStale): its leader died without withdrawing, and the
+// current holder publishes nothing.
+func (e *Election) clearStaleRoute(s snapshot) {
+	e.mu.Lock()
+	start := e.beginStaleCheckLocked(s)
+	e.mu.Unlock()
+	start()
+}
+
+// beginStaleCheckLocked marks the check of the slice against the term s
+// shows as running, when one is due, and returns what starts it, to call
+// without e.mu (the Manager tracks it, under its own lock); e.mu held.
+func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
+	r := e.route
+	seen := termShown(s)
+	if !s.synced || r == nil || e.phase != phaseCandidate || r.checking || (r.checkedOK && r.checked == seen) {
+		return func() {}
+	}
+	if s.rec.exists && (s.rec.holder == "" || s.rec.handingOff()) {
+		// Released or handed off: ours withdraw first, and a candidate
+		// takes the Lease next. The check waits for that term.
+		return func() {}
+	}
+	r.checking = true
+	return func() {
+		ctx, done := context.Background(), func() {}
+		if e.trackAsync != nil {
+			ctx, done = e.trackAsync() // Shutdown waits for it, or cancels it
+		}
+		var hint *endpoints.Term
+		if !seen.gone {
+			hint = &seen.term
+		}
+		go func() {
+			defer done()
+			checked := e.retireStale(ctx, r.store, r.endpoint.Service, hint)
+			e.mu.Lock()
+			r.checking = false
+			if checked {
+				r.checked, r.checkedOK = seen, true
+			}
+			e.mu.Unlock()
+		}()
+	}
+}
+
+// retireStale empties the slice of service when the term that wrote it is
+// over by the Lease's record (endpoints.Store.RetireStale; seen is the
+// term this election believes current), within one endpoint timeout, and
+// reports it: counted, logged and a Warning Event. checked is false when
+// the check could not be made.
+func (e *Election) retireStale(ctx context.Context, store endpointStore, service string, seen *endpoints.Term) (checked bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			logf(LevelError, "lease %s: checking Service %s's EndpointSlice for an ended term's endpoint: %v", e.key, service, panicError(p))
+			checked = false
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, e.endpointTimeout())
+	defer cancel()
+	got, err := store.RetireStale(ctx, e.key.Namespace, service, e.key.Name, seen)
+	if err != nil {
+		logf(LevelInfo, "lease %s: checking Service %s/%s's EndpointSlice for an ended term's endpoint: %v", e.key, e.key.Namespace, service, err)
+		return false
+	}
+	if !got.Emptied {
+		return true
+	}
+	e.stats.StaleEndpointCleared()
+	now := fmt.Sprintf("the Lease shows token %d held by %q", got.Now.Token, got.Now.Holder)
+	if got.LeaseGone {
+		now = "the Lease is gone"
+	}
+	msg := fmt.Sprintf("%s emptied EndpointSlice %s/%s: it routed to %v, the endpoint of %s (token %d), whose term is over (%s) and who never withdrew it",
+		e.identity, e.key.Namespace, endpoints.SliceName(service), got.Addresses, got.Holder, got.Token, now)
+	logf(LevelWarning, "lease %s: %s", e.key, msg)
+	if e.events != nil {
+		e.recordEvent(got.Now.LeaseUID, kubeapi.EventTypeWarning, msg)
+	}
+	return true
 }
 
 // publishOnce is one write of the slice, a panic in it an error (the

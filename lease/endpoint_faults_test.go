@@ -218,7 +218,9 @@ func TestThePublisherStopsWhenItsTermIsNoLongerValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-routes.publishing // the first attempt, while valid: it fails
-	e.revoke()          // the term's validity is over (IsLeader 0)
+	e.mu.Lock()
+	e.validUntil = time.Time{} // the term's validity is over (IsLeader 0); no observer to resume
+	e.mu.Unlock()
 	defer e.withdrawEndpoint(context.Background(), time.Second)
 	select {
 	case p := <-routes.publishing:

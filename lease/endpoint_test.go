@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/endpoints"
@@ -76,6 +77,7 @@ type fakeRoutes struct {
 	publishErr error
 	published  []endpoints.Publication
 	withdrawn  []endpoints.Publication
+	retired    []*endpoints.Term // the term each RetireStale was given
 }
 
 func (f *fakeRoutes) Publish(_ context.Context, p endpoints.Publication) error {
@@ -98,6 +100,14 @@ func (f *fakeRoutes) Withdraw(_ context.Context, p endpoints.Publication) error 
 	defer f.mu.Unlock()
 	f.withdrawn = append(f.withdrawn, p)
 	return nil
+}
+
+func (f *fakeRoutes) RetireStale(_ context.Context, _, _, _ string, seen *endpoints.Term) (endpoints.Retired, error) {
+	f.log.add("retire")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retired = append(f.retired, seen)
+	return endpoints.Retired{}, nil
 }
 
 func (f *fakeRoutes) calls() (published, withdrawn []endpoints.Publication) {
@@ -191,7 +201,7 @@ func TestEndpointWithdrawnBeforeTheHandOffRecord(t *testing.T) {
 	if _, err := e.WaitElected(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.handOff("b", time.Second, nil); err != nil {
+	if _, _, err := e.handOff("b", time.Second, nil); err != nil {
 		t.Fatal(err)
 	}
 	w, h := routes.log.index("withdraw"), routes.log.index("hand-off")
@@ -246,22 +256,90 @@ func TestFailedEndpointWritesLeaveTheElectionAlone(t *testing.T) {
 	}
 }
 
-func TestASupersededEndpointIsNotRetried(t *testing.T) {
-	routes := &fakeRoutes{log: &opLog{}, publishErr: fmt.Errorf("slice ns/store-leader: %w", endpoints.ErrSuperseded)}
-	e, stats := routedElection(t, routes)
-	e.start()
-	if _, err := e.WaitElected(10 * time.Second); err != nil {
+// A write refused as superseded is counted apart (neither a write nor a
+// failure) and reported. A term that no longer leads stops: a later term
+// wrote the slice. One that still leads retries, with backoff, after
+// emptying the stale slice: no later term exists while it lasts.
+func TestASupersededPublisherRetriesOnlyWhileItLeads(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	routes := &fakeRoutes{log: &opLog{}, publishErr: fmt.Errorf("slice ns/store-leader: %w", endpoints.ErrSuperseded),
+		publishing: make(chan endpoints.Publication, 8)}
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clk, stats, func() bool { return false })
+	events := &recordedEvents{}
+	e.events = events
+	e.mu.Lock()
+	e.phase, e.token, e.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
+	e.mu.Unlock()
+	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Cancel(); err != nil {
+	<-routes.publishing
+	awaitWaiters(t, clk, 1) // refused while it leads: the retry waits
+	if _, _, retired := routesCalls(routes); len(retired) != 1 || *retired[0] != (endpoints.Term{Token: 5, Holder: "a"}) {
+		t.Fatalf("RetireStale calls %v; want one, naming this term", retired)
+	}
+	clk.Step(time.Second)
+	<-routes.publishing // retried
+	awaitWaiters(t, clk, 1)
+	e.mu.Lock()
+	e.validUntil = clk.Now() // its term lapses
+	e.mu.Unlock()
+	clk.Step(30 * time.Second)
+	e.mu.Lock()
+	done := e.route.done
+	e.mu.Unlock()
+	<-done
+	if published, _ := routes.calls(); len(published) != 2 {
+		t.Fatalf("%d attempts; want 2: none once the term lapsed", len(published))
+	}
+	if s := statsOf(stats).Election; s.EndpointSuperseded != 2 || s.EndpointFailures != 0 || s.EndpointWrites != 0 {
+		t.Fatalf("stats %+v; want 2 superseded, neither writes nor failures", s)
+	}
+	if w := events.warnings("refused", "delete EndpointSlice ns/store-leader"); len(w) != 2 {
+		t.Fatalf("Warning Events %q; want one per refusal, saying how to route to this leader", events.events)
+	}
+	e.withdrawEndpoint(context.Background(), time.Second)
+}
+
+// A refusal after the term lapsed: not retried, nothing emptied.
+func TestASupersededPublisherThatNoLongerLeadsStops(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	routes := &fakeRoutes{log: &opLog{}, publishErr: fmt.Errorf("slice ns/store-leader: %w", endpoints.ErrSuperseded),
+		hold: make(chan struct{}), publishing: make(chan endpoints.Publication, 8)}
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clk, stats, func() bool { return false })
+	e.mu.Lock()
+	e.phase, e.token, e.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
+	e.mu.Unlock()
+	published := make(chan error, 1)
+	go func() { published <- e.publishEndpoint(routes, testEndpoint) }()
+	<-routes.publishing
+	e.mu.Lock()
+	e.validUntil = clk.Now() // lapsed while its write was on its way
+	e.mu.Unlock()
+	close(routes.hold)
+	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
-	if published, _ := routes.calls(); len(published) != 1 {
-		t.Fatalf("%d attempts after a later term wrote the slice; want 1", len(published))
+	e.mu.Lock()
+	done := e.route.done
+	e.mu.Unlock()
+	<-done
+	if published, _, retired := routesCalls(routes); len(published) != 1 || len(retired) != 0 {
+		t.Fatalf("%d attempts, %d RetireStale; want 1 and none", len(published), len(retired))
 	}
-	if s := statsOf(stats).Election; s.EndpointFailures != 0 || s.EndpointWrites != 0 {
-		t.Fatalf("stats %+v; a superseded term is neither a write nor a failure", s)
+	if s := statsOf(stats).Election; s.EndpointSuperseded != 1 || s.EndpointFailures != 0 || s.EndpointWrites != 0 {
+		t.Fatalf("stats %+v; want 1 superseded, neither writes nor failures", s)
 	}
+	e.withdrawEndpoint(context.Background(), time.Second)
+}
+
+func routesCalls(f *fakeRoutes) (published, withdrawn []endpoints.Publication, retired []*endpoints.Term) {
+	published, withdrawn = f.calls()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return published, withdrawn, append([]*endpoints.Term(nil), f.retired...)
 }
 
 func TestPublishEndpointArguments(t *testing.T) {

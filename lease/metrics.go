@@ -21,6 +21,12 @@ type metricsSink interface {
 	WatchRestarted()
 	EndpointWritten() // the leader's endpoint written to its Service's slice (endpoint.go)
 	EndpointFailed()  // a write of the slice failed (it is retried)
+	// EndpointSuperseded: a write of the slice refused, it carries a
+	// higher fencing token (endpoint.go).
+	EndpointSuperseded()
+	// StaleEndpointCleared: a slice emptied, the term that wrote it is
+	// over by the Lease's record (endpoint.go).
+	StaleEndpointCleared()
 }
 
 // Metrics returns the library's metrics in the Prometheus text format: the

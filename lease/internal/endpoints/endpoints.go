@@ -101,9 +101,10 @@ type Store struct{ Client kubeapi.Client }
 // <= p.Token (nothing is written when it already says all that). It returns
 // ErrSuperseded when the slice carries a higher token, ErrNotOurs when it
 // is not ours, and the conflict when maxAttempts compare-and-swaps were
-// lost in a row. As addressType is immutable, a change of address family
-// deletes the slice (precondition: the resourceVersion read) and creates it
-// anew: a moment with no endpoint, never one with a wrong one. A slice of
+// lost in a row. A slice is created empty, then filled (see create). As
+// addressType is immutable, a change of address family deletes the slice
+// (precondition: the resourceVersion read) and creates it anew: a moment
+// with no endpoint, never one with a wrong one. A slice of
 // ours whose token annotation is missing or not a number counts as older
 // than any term. p is checked first (validate.Endpoint and the others):
 // ErrInvalidArgument, nothing sent.
@@ -209,16 +210,38 @@ func (s Store) publishOnce(ctx context.Context, p Publication, slices kubeapi.En
 	}
 }
 
-// create creates p's slice.
+// create creates p's slice in two writes: a fence (no endpoint, no
+// holder), then the endpoint, by an update of what the create returned. A
+// create may land long after it was sent (its answer never came), when
+// the name is free again: after the delete of a later term's change of
+// address family. Landing then, it must route nowhere. The update is a
+// compare-and-swap on the create's version: landing late, it fails if
+// anything was written since, as a withdrawal of the term does (it takes
+// a fence without a holder over as its own).
 func (p Publication) create(ctx context.Context, slices kubeapi.EndpointSlices, addr netip.Addr) (lost, err error) {
-	_, err = slices.Create(ctx, p.slice(nil, addr))
-	return p.outcome("create", err)
+	created, err := slices.Create(ctx, p.fence(addr))
+	if lost, err := p.outcome("create", err); lost != nil || err != nil {
+		return lost, err
+	}
+	_, err = slices.Update(ctx, p.slice(created, addr))
+	return p.outcome("update", err)
+}
+
+// fence is p's slice listing nothing and naming no holder: it takes the
+// name and refuses earlier terms, and a later write of p's term, or of
+// any later term, replaces it.
+func (p Publication) fence(addr netip.Addr) *kubeapi.EndpointSlice {
+	s := p.slice(nil, addr)
+	s.Endpoints = []kubeapi.Endpoint{}
+	delete(s.Annotations, HolderAnnotation)
+	return s
 }
 
 // Withdraw makes the slice list nothing as of this term: it empties the
 // slice when it is this term's (endpoints: []; the token and holder
 // annotations kept, so that a later term with a lower token stays
-// refused), and empties an earlier term's slice as this term's, or creates
+// refused), and empties an earlier term's slice as this term's (this
+// term's fence too, which names no holder: see create), or creates
 // an empty one of this term when there is none, so that a write of this
 // term still on its way (cut short, its answer never come) fails when it
 // lands. It writes nothing and returns nil when the slice is already empty
@@ -285,6 +308,116 @@ func (s Store) Withdraw(ctx context.Context, p Publication) error {
 	})
 }
 
+// Term is a term of leadership on a Lease: the Lease's UID ("": unknown),
+// its fencing token and holder.
+type Term struct {
+	LeaseUID types.UID
+	Token    int64
+	Holder   string
+}
+
+// Retired is what RetireStale found: the slice as read (Exists false:
+// none), and, when it emptied it, the Lease's record that ended the
+// slice's term.
+type Retired struct {
+	Published
+	Emptied bool
+	// LeaseGone: the Lease no longer exists; else Now is its term.
+	LeaseGone bool
+	Now       Term
+}
+
+// RetireStale empties the slice of service when the term that wrote it is
+// over by the record of lease: a read of the Lease (a quorum read, sent
+// after the slice was read) shows no Lease, another Lease (UID), or
+// another token or holder. That term's leader no longer leads by the
+// record, yet its address still routes: it died without withdrawing, and
+// whoever leads now publishes nothing (a plain client-go candidate, one of
+// ours without an endpoint, a term whose token is below the slice's). A
+// slice of the term seen (the one the caller believes current; nil: none)
+// is left alone without reading the Lease.
+//
+// The write is an update on the version read: a slice written since (the
+// current leader's) is never touched; objects not ours, slices of another
+// Lease and slices listing nothing are never written; nothing is created.
+// When the Lease is of a later term (a higher token, or another UID) the
+// emptied slice carries that term, so that no write of the ended one
+// lands after it; else it keeps its own: a token never falls. Retries as
+// Publish.
+func (s Store) RetireStale(ctx context.Context, namespace, service, lease string, seen *Term) (Retired, error) {
+	if err := validate.Key(namespace, lease); err != nil {
+		return Retired{}, err
+	}
+	if err := validate.Service(service); err != nil {
+		return Retired{}, err
+	}
+	p := Publication{Namespace: namespace, Service: service, Lease: lease}
+	slices := s.Client.EndpointSlices(namespace)
+	var out Retired
+	err := p.retry("retire a stale endpoint", func() (lost, err error) {
+		out = Retired{}
+		cur, err := slices.Get(ctx, p.name())
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, p.fail("read", err)
+		}
+		out.Published = published(cur)
+		was := termOf(cur)
+		if cur.Labels[ManagedByLabel] != ManagedBy || cur.Annotations[LeaseAnnotation] != lease || len(cur.Endpoints) == 0 ||
+			(seen != nil && was.is(*seen)) {
+			return nil, nil
+		}
+		l, err := s.Client.Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			out.LeaseGone = true
+		case err != nil:
+			return nil, p.fail("read the lease", err)
+		default:
+			out.Now = Term{LeaseUID: l.UID, Token: int64(ptrOr(l.Spec.LeaseTransitions, 0)), Holder: ptrOr(l.Spec.HolderIdentity, "")}
+			if was.is(out.Now) {
+				return nil, nil // the current term's
+			}
+		}
+		empty := *cur
+		empty.ObjectMeta = *cur.ObjectMeta.DeepCopy()
+		empty.Endpoints = []kubeapi.Endpoint{}
+		if now := out.Now; !out.LeaseGone && (now.Token > was.Token || (now.LeaseUID != "" && was.LeaseUID != "" && now.LeaseUID != was.LeaseUID)) {
+			empty.Annotations[TokenAnnotation] = strconv.FormatInt(now.Token, 10)
+			empty.Annotations[HolderAnnotation] = now.Holder
+			if now.LeaseUID != "" {
+				empty.Annotations[LeaseUIDAnnotation] = string(now.LeaseUID)
+			}
+		}
+		_, err = slices.Update(ctx, &empty)
+		if lost, err = p.outcome("retire", err); lost == nil && err == nil {
+			out.Emptied = true
+		}
+		return lost, err
+	})
+	return out, err
+}
+
+// termOf is the term cur carries (its token -1 when unreadable: no
+// Lease's term).
+func termOf(cur *kubeapi.EndpointSlice) Term {
+	return Term{LeaseUID: types.UID(cur.Annotations[LeaseUIDAnnotation]), Token: token(cur), Holder: cur.Annotations[HolderAnnotation]}
+}
+
+// is reports whether t and o are one term; an unknown UID matches any.
+func (t Term) is(o Term) bool {
+	return t.Token == o.Token && t.Holder == o.Holder && (t.LeaseUID == "" || o.LeaseUID == "" || t.LeaseUID == o.LeaseUID)
+}
+
+func ptrOr[T any](p *T, or T) T {
+	if p == nil {
+		return or
+	}
+	return *p
+}
+
 // retry runs attempt (a read of the slice, then at most one
 // compare-and-swap) until it is done, failed, or lost maxAttempts
 // compare-and-swaps in a row; then it is the last conflict.
@@ -308,7 +441,7 @@ func (p Publication) outcome(what string, werr error) (lost, err error) {
 		return nil, nil
 	case apierrors.IsConflict(werr) || apierrors.IsAlreadyExists(werr):
 		return werr, nil
-	case apierrors.IsNotFound(werr) && (what == "update" || what == "withdraw"):
+	case apierrors.IsNotFound(werr) && (what == "update" || what == "withdraw" || what == "retire"):
 		return werr, nil // deleted since it was read (a family change, kubectl): read again
 	default:
 		return nil, p.fail(what, werr)
@@ -350,6 +483,15 @@ func (s Store) Read(ctx context.Context, namespace, service string) (Published, 
 	if err != nil {
 		return Published{}, p.fail("read", err)
 	}
+	pub := published(cur)
+	if by := cur.Labels[ManagedByLabel]; by != ManagedBy {
+		return pub, p.notOurs(fmt.Sprintf("managed by %q", by))
+	}
+	return pub, nil
+}
+
+// published is what cur lists.
+func published(cur *kubeapi.EndpointSlice) Published {
 	pub := Published{Token: token(cur), Holder: cur.Annotations[HolderAnnotation], Exists: true, ResourceVersion: cur.ResourceVersion}
 	for _, e := range cur.Endpoints {
 		pub.Addresses = append(pub.Addresses, e.Addresses...)
@@ -357,10 +499,7 @@ func (s Store) Read(ctx context.Context, namespace, service string) (Published, 
 	if len(cur.Ports) > 0 && cur.Ports[0].Port != nil {
 		pub.Port = *cur.Ports[0].Port
 	}
-	if by := cur.Labels[ManagedByLabel]; by != ManagedBy {
-		return pub, p.notOurs(fmt.Sprintf("managed by %q", by))
-	}
-	return pub, nil
+	return pub
 }
 
 // check applies the rules to p, and is its address parsed.

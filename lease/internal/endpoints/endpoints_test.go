@@ -57,8 +57,18 @@ func TestSliceName(t *testing.T) {
 func TestPublishCreates(t *testing.T) {
 	a := newAPI(t)
 	a.publish(term("a", 3, "10.0.0.1"))
-	if w := a.writes(); !slices.Equal(w, []string{"create " + sliceName}) {
-		t.Fatalf("writes %q", w)
+	// Created empty and without a holder, then filled: a create that lands
+	// late routes nowhere (TestALateCreateCannotRouteAfterAnAddressFamilyChange).
+	for _, act := range a.client.Actions() {
+		if c, ok := act.(k8stesting.CreateActionImpl); ok {
+			if s := c.GetObject().(*discoveryv1.EndpointSlice); len(s.Endpoints) != 0 || s.Annotations[HolderAnnotation] != "" ||
+				s.Annotations[TokenAnnotation] != "3" {
+				t.Fatalf("created with endpoints %+v, annotations %v; want none, token 3 and no holder", s.Endpoints, s.Annotations)
+			}
+		}
+	}
+	if w := a.writes(); !slices.Equal(w, []string{"create " + sliceName, "update " + sliceName}) {
+		t.Fatalf("writes %q, want a create and an update", w)
 	}
 	s := a.stored(sliceName)
 	yes, no := true, false
@@ -313,7 +323,7 @@ func TestAddressFamilyChangeRecreates(t *testing.T) {
 	old := a.stored(sliceName)
 	a.writes()
 	a.publish(term("b", 4, "2001:DB8::7"))
-	want := []string{"delete " + sliceName + " if rv=" + old.ResourceVersion + " uid=" + string(old.UID), "create " + sliceName}
+	want := []string{"delete " + sliceName + " if rv=" + old.ResourceVersion + " uid=" + string(old.UID), "create " + sliceName, "update " + sliceName}
 	if w := a.writes(); !slices.Equal(w, want) {
 		t.Fatalf("writes %q, want %q", w, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
@@ -174,3 +175,110 @@ func testLateWriteAfterWithdrawal(t *testing.T, prevToken int64) {
 
 func TestALateUpdateCannotLandAfterTheWithdrawal(t *testing.T) { testLateWriteAfterWithdrawal(t, 0) }
 func TestALatePatchCannotLandAfterTheWithdrawal(t *testing.T)  { testLateWriteAfterWithdrawal(t, 4) }
+
+// A change of address family deletes the slice (addressType is immutable)
+// and creates it anew: until that create lands the name is free. A create
+// of a deposed term, sent before its withdrawal and stalled in the API
+// server (its answer never came, so the withdrawal's empty slice took the
+// name), can land in that gap. It must not route to the deposed leader,
+// even when the newer term's create then fails (a webhook timing out, or
+// its process killed) and nothing else writes the slice for a while.
+func TestALateCreateCannotRouteAfterAnAddressFamilyChange(t *testing.T) {
+	a := newAPI(t)
+	held, release, landed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	late := Store{Client: lateWrite{a.store.Client, held, release, landed}}
+	ctx, giveUp := context.WithCancel(context.Background())
+	published := make(chan error, 1)
+	go func() { published <- late.Publish(ctx, term("a", 5, "10.0.0.1")) }()
+	<-held
+	giveUp()
+	if err := <-published; err == nil {
+		t.Fatal("Publish whose create was given up returned nil")
+	}
+	if err := a.store.Withdraw(context.Background(), term("a", 5, "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	// b, of the other family, deletes a's empty slice; a's stalled create
+	// lands before b's create, which is then refused.
+	refused := apierrors.NewInternalError(errors.New("failed calling webhook: context deadline exceeded"))
+	b := Store{Client: beforeCreate{a.store.Client, func() error {
+		close(release)
+		if err := <-landed; err != nil {
+			t.Errorf("a's late create: %v", err)
+		}
+		return refused
+	}}}
+	if err := b.Publish(context.Background(), term("b", 6, "2001:db8::6")); !errors.Is(err, refused) {
+		t.Fatalf("b's publish: %v; want its create's error", err)
+	}
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); len(got.Addresses) > 0 {
+		t.Fatalf("after b's delete, a's late create routes the Service to %v (token %d, holder %q)", got.Addresses, got.Token, got.Holder)
+	}
+	// b's next attempt routes to b.
+	a.publish(term("b", 6, "2001:db8::6"))
+	a.lists("2001:db8::6", 6, "b")
+}
+
+// beforeCreate runs hook before each create of a slice: an error it
+// returns is the create's answer (nothing created), nil lets it through.
+type beforeCreate struct {
+	kubeapi.Client
+	hook func() error
+}
+
+func (b beforeCreate) EndpointSlices(ns string) kubeapi.EndpointSlices {
+	return beforeCreateSlices{b.Client.EndpointSlices(ns), b.hook}
+}
+
+type beforeCreateSlices struct {
+	kubeapi.EndpointSlices
+	hook func() error
+}
+
+func (s beforeCreateSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
+	if err := s.hook(); err != nil {
+		return nil, err
+	}
+	return s.EndpointSlices.Create(ctx, slice)
+}
+
+// The update that fills a created slice, cut short and landing after the
+// term's withdrawal, must find the slice changed: the withdrawal takes the
+// holder-less fence over as its term's, though it lists nothing already.
+func TestALateFillCannotLandAfterTheWithdrawal(t *testing.T) {
+	a := newAPI(t)
+	held, release, landed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	late := Store{Client: lateFill{lateWrite{a.store.Client, held, release, landed}}}
+	ctx, giveUp := context.WithCancel(context.Background())
+	published := make(chan error, 1)
+	go func() { published <- late.Publish(ctx, term("a", 3, "10.0.0.1")) }()
+	<-held // created; the update that fills it is on its way
+	giveUp()
+	if err := <-published; err == nil {
+		t.Fatal("Publish whose update was given up returned nil")
+	}
+	if err := a.store.Withdraw(context.Background(), term("a", 3, "10.0.0.1")); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-landed; !apierrors.IsConflict(err) {
+		t.Fatalf("the late fill: %v; want a conflict", err)
+	}
+	if got, _ := a.store.Read(context.Background(), testNS, "db"); len(got.Addresses) > 0 || got.Holder != "a" {
+		t.Fatalf("after a's withdrawal the slice lists %v of %q/%d; want nothing, of a", got.Addresses, got.Holder, got.Token)
+	}
+}
+
+// lateFill is lateWrite whose creates go through at once: its first
+// update (or patch) is the write held.
+type lateFill struct{ lateWrite }
+
+func (l lateFill) EndpointSlices(ns string) kubeapi.EndpointSlices {
+	return lateFillSlices{lateWriteSlices{l.Client.EndpointSlices(ns), l.lateWrite}}
+}
+
+type lateFillSlices struct{ lateWriteSlices }
+
+func (s lateFillSlices) Create(ctx context.Context, slice *kubeapi.EndpointSlice) (*kubeapi.EndpointSlice, error) {
+	return s.lateWriteSlices.EndpointSlices.Create(ctx, slice)
+}

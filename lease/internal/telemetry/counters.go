@@ -44,6 +44,8 @@ type LeaseCounters struct {
 	handOffs         atomic.Int64 // terms ended by handing the lease to a chosen candidate
 	endpointWrites   atomic.Int64 // the leader's endpoint written to its Service's slice
 	endpointFailures atomic.Int64 // writes of the slice that failed
+	endpointRefused  atomic.Int64 // writes of the slice refused: it carries a higher fencing token
+	staleCleared     atomic.Int64 // slices emptied: the Lease's record ended the term that wrote them
 	renewLatency     histogram    // requestBuckets
 	campaignTime     histogram    // campaignBuckets: start of candidacy to elected
 	acquireTime      histogram    // requestBuckets: lease judged free to held
@@ -62,6 +64,13 @@ func (s *LeaseCounters) Released()        { s.releases.Add(1) }
 func (s *LeaseCounters) HandedOff()       { s.handOffs.Add(1) }
 func (s *LeaseCounters) EndpointWritten() { s.endpointWrites.Add(1) }
 func (s *LeaseCounters) EndpointFailed()  { s.endpointFailures.Add(1) }
+
+// EndpointSuperseded counts a write of the leader's endpoint refused
+// because the slice carries a higher fencing token; StaleEndpointCleared a
+// slice emptied because the term that wrote it is over by the Lease's
+// record and nobody withdrew it.
+func (s *LeaseCounters) EndpointSuperseded()   { s.endpointRefused.Add(1) }
+func (s *LeaseCounters) StaleEndpointCleared() { s.staleCleared.Add(1) }
 
 // UnusedByElectionsAndWatches: only GetHolder ever asked about this lease.
 func (s *LeaseCounters) UnusedByElectionsAndWatches() bool {
@@ -137,6 +146,13 @@ type ElectionStats struct {
 	RenewLastMs      float64 `json:"renew_latency_last_ms"`
 	RenewMaxMs       float64 `json:"renew_latency_max_ms"`
 	RenewMeanMs      float64 `json:"renew_latency_mean_ms"`
+	// EndpointSuperseded counts the writes of the leader's endpoint
+	// refused because the slice carries a higher fencing token;
+	// StaleEndpointsCleared the slices this process emptied because the
+	// term that wrote them was over by the Lease's record and nobody
+	// withdrew them.
+	EndpointSuperseded    int64 `json:"endpoint_superseded"`
+	StaleEndpointsCleared int64 `json:"stale_endpoints_cleared"`
 	// LastAPIError is the last error an API request of the running (or
 	// last) election met: why a candidate is not elected, for instance.
 	LastAPIError string `json:"last_api_error,omitempty"`
@@ -150,6 +166,7 @@ func (s *LeaseCounters) Stats(namespace, name string) LeaseStats {
 	es := &ElectionStats{Acquisitions: s.acquisitions.Load(), Releases: s.releases.Load(), HandOffs: s.handOffs.Load(), Renewals: renewals,
 		RenewErrors: s.renewErrors.Load(), APIErrors: s.apiErrors.Load(), Conflicts: s.conflicts.Load(),
 		EndpointWrites: s.endpointWrites.Load(), EndpointFailures: s.endpointFailures.Load(),
+		EndpointSuperseded: s.endpointRefused.Load(), StaleEndpointsCleared: s.staleCleared.Load(),
 		RenewLastMs: ms(s.renewNanosLast.Load()), RenewMaxMs: ms(s.renewNanosMax.Load()),
 		Losses: map[string]int64{LostRenewDeadline: s.lossDeadline.Load(), LostDeleted: s.lossDeleted.Load(),
 			LostTaken: s.lossTaken.Load(), LostEdited: s.lossEdited.Load()}}

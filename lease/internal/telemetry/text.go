@@ -106,11 +106,19 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 		}
 	}
 	p.family("k8s_lease_endpoint_writes_total", "counter",
-		"Writes of the leader's endpoint to its Service's EndpointSlice (K8sLeasePublishEndpoint), by result (success, error).")
+		"Writes of the leader's endpoint to its Service's EndpointSlice (K8sLeasePublishEndpoint), by result (success, error, superseded: refused, the slice carries a higher fencing token).")
 	for _, l := range leases {
 		if l.elected() {
 			p.sample("k8s_lease_endpoint_writes_total", float64(l.Counters.endpointWrites.Load()), "name", l.Name, "result", "success")
 			p.sample("k8s_lease_endpoint_writes_total", float64(l.Counters.endpointFailures.Load()), "name", l.Name, "result", "error")
+			p.sample("k8s_lease_endpoint_writes_total", float64(l.Counters.endpointRefused.Load()), "name", l.Name, "result", "superseded")
+		}
+	}
+	p.family("k8s_lease_stale_endpoints_cleared_total", "counter",
+		"EndpointSlices of the lease's Service this process emptied: the term that wrote them was over by the Lease's record and nobody withdrew them (a leader killed, and the next holder publishes no endpoint).")
+	for _, l := range leases {
+		if l.elected() {
+			p.sample("k8s_lease_stale_endpoints_cleared_total", float64(l.Counters.staleCleared.Load()), "name", l.Name)
 		}
 	}
 	p.family("k8s_lease_watch_restarts_total", "counter", "Times the list-and-watch of the lease was restarted after an error.")

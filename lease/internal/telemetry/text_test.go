@@ -36,6 +36,9 @@ func TestMetricsTextParses(t *testing.T) {
 	elected.CampaignStarted()
 	elected.Elected(30*time.Millisecond, 2*time.Second)
 	elected.Renewed(3 * time.Millisecond)
+	elected.EndpointSuperseded()
+	elected.StaleEndpointCleared()
+	elected.StaleEndpointCleared()
 	watched.WatchStarted()
 	watched.WatchRestarted()
 	leases := []LeaseMetrics{{Name: "ns/w", Counters: &watched}, {Name: "ns/e", Counters: &elected, Leading: true}}
@@ -51,6 +54,10 @@ func TestMetricsTextParses(t *testing.T) {
 		{"k8s_lease_elections_won_total", e, 1},
 		{"k8s_lease_campaign_duration_seconds", e, 1},
 		{"k8s_lease_renewal_duration_seconds", e, 1},
+		{"k8s_lease_endpoint_writes_total", map[string]string{"name": "ns/e", "result": "superseded"}, 1},
+		{"k8s_lease_endpoint_writes_total", map[string]string{"name": "ns/e", "result": "success"}, 0},
+		{"k8s_lease_stale_endpoints_cleared_total", e, 2},
+		{"k8s_lease_stale_endpoints_cleared_total", w, -1},
 		{"k8s_lease_watch_restarts_total", w, 1},
 		{"k8s_lease_log_lines_dropped_total", nil, 7},
 	} {
