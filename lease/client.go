@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -33,4 +34,45 @@ func LoadConfig() (*rest.Config, string, error) {
 // priority and fairness protects it.
 func NewClient(cfg *rest.Config) (kubeapi.Client, error) {
 	return kubeconfig.NewClient(cfg, Version, telemetry.CountingTransport)
+}
+
+// silentCloser is what a redialer asks of the client (kubeapi.Client).
+type silentCloser interface {
+	CloseSilentConnections(since time.Time) int
+}
+
+// redialer closes the connections of a Manager's client that received
+// nothing while a request of the library waited on them (a frozen or
+// vanished API server keeps the one HTTP/2 connection every request
+// shares): the next request dials anew and, behind a load balancer,
+// reaches another API server. At most one round per period of the one who
+// asks (a retry period), for the whole Manager (a process has one), so a
+// hung API server costs a new connection per period and one that recovers
+// no storm of them. nil: nothing to close (elections built by hand).
+type redialer struct {
+	conns silentCloser
+
+	mu   sync.Mutex
+	last time.Time // the last round, by the asker's clock
+}
+
+// closeSilent closes the connections silent since since, unless a round
+// was made within period before now, and reports how many it closed.
+func (r *redialer) closeSilent(since, now time.Time, period time.Duration, why string) int {
+	if r == nil {
+		return 0
+	}
+	r.mu.Lock()
+	if !r.last.IsZero() && now.Sub(r.last) < period && !now.Before(r.last) {
+		r.mu.Unlock()
+		return 0
+	}
+	r.last = now
+	r.mu.Unlock()
+	n := r.conns.CloseSilentConnections(since)
+	if n > 0 {
+		logf(LevelWarning, "%s: closed %d connection(s) to the API server that received nothing for %v; the next requests dial anew",
+			why, n, now.Sub(since).Round(time.Millisecond))
+	}
+	return n
 }

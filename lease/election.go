@@ -89,6 +89,9 @@ type Election struct {
 	// withdrawn first); 0: a loss, withdrawn within endpointTimeout.
 	withdrawWithin time.Duration
 	prevToken      int64 // the token of the term before this one on the Lease (0: none known)
+	// redial closes the connections that went silent under a renewal
+	// (client.go); nil: none.
+	redial *redialer
 	// trackAsync registers work that outlives the election's goroutine (a
 	// withdrawal after a loss) with the Manager, whose Shutdown waits for
 	// it or cancels it; the work runs under ctx and calls done. nil:

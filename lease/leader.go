@@ -109,7 +109,9 @@ func (e *Election) lead() error {
 				}
 				// Unanswered at the cut: from now on renewals go out on
 				// workers (beside each other when slow enough), the next
-				// at once.
+				// at once, on a new connection if this one received
+				// nothing meanwhile (a frozen API server).
+				e.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 				p.done(r, e.clock.Now())
 				p.latency = max(p.latency, e.clock.Since(now))
 				if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
@@ -117,6 +119,12 @@ func (e *Election) lead() error {
 				}
 				renew.Reset(0)
 			default:
+				if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
+					// The oldest renewal in flight is past the cut: its
+					// connection may hang (a frozen API server), and this
+					// one would wait on it too.
+					e.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+				}
 				p.sent = append(p.sent, now)
 				renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
 			}

@@ -30,6 +30,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	kube      kubeapi.Client
+	redial    *redialer // closes kube's connections that went silent (client.go)
 	elections map[Key]*Election
 	watches   map[Key]*HolderWatch
 	// stopping holds cancelled watches until their goroutine ends, so that
@@ -79,6 +80,7 @@ func (m *Manager) SetClient(c kubeapi.Client) bool {
 		return false
 	}
 	m.kube = c
+	m.redial = &redialer{conns: c}
 	return true
 }
 
@@ -151,6 +153,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 		m.keepReplacedLocked(old)
 	}
 	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()), false)
+	obs.expectRenewalsEvery(t.RetryPeriod)
 	e := newElection(key, identity, t, client.Leases(ns), obs, m.clock, m.statsLocked(key),
 		func() bool { return m.releaseObserver(key) })
 	m.statsLocked(key).CampaignStarted()
@@ -162,6 +165,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.candidacy = newCandidacy(e, &m.candidates)
 	e.firstRounds = m.firstRounds
 	e.trackAsync = m.trackAsync
+	e.redial = m.redial
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()

@@ -45,6 +45,17 @@ type observer struct {
 	// when the pause is lifted, whatever the ending leader knew of other
 	// users (it gives up its share before it lifts the pause).
 	startWanted bool
+	// renewEvery is the shortest retry period of this process's elections
+	// on the lease (0: none): how often a holder renews, so how long the
+	// watch of a held Lease may stay quiet (quietFor).
+	renewEvery time.Duration
+	// redial closes the connections that went silent under a quiet watch
+	// (client.go); nil: none.
+	redial *redialer
+	// suspectedAt is the resourceVersion a quiet watch was last suspected
+	// at: the relist that followed showed it again (the holder stopped
+	// renewing), so the same quiet is not suspected twice.
+	suspectedAt string
 }
 
 func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats metricsSink) *observer {
@@ -111,6 +122,56 @@ func (o *observer) leadingEnded(leader any, resume bool) {
 	if resume || o.startWanted {
 		o.resumeLocked()
 	}
+}
+
+// expectRenewalsEvery lowers renewEvery to period (an election's retry
+// period) if that is shorter.
+func (o *observer) expectRenewalsEvery(period time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.renewEvery == 0 || period < o.renewEvery {
+		o.renewEvery = period
+	}
+}
+
+// quietFor is how long the watch may deliver nothing while the Lease is
+// held before it is suspect: a holder renews every retry period, so two of
+// those (this process's elections' shortest; without one, 2/5 of the
+// holder's lease duration, two renewals at client-go's defaults), and
+// false when nothing is expected (no holder, a release or a hand-off
+// record, a term run out by this process's clock, our own leadership).
+func (o *observer) quietFor(now time.Time) (time.Duration, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.snap
+	if !s.synced || !s.rec.exists || s.rec.holder == "" || s.rec.handingOff() || o.pausedBy != nil ||
+		!now.Before(s.expiry()) || s.rec.resourceVersion == o.suspectedAt {
+		return 0, false
+	}
+	if o.renewEvery > 0 {
+		return 2 * o.renewEvery, true
+	}
+	return max(2*s.rec.duration()/5, time.Second), true
+}
+
+// suspectQuiet takes the watch's view for stale: a held Lease delivered
+// nothing for quietFor (its API server frozen, or cut off from etcd and
+// serving a watch cache that stopped). The connections that received
+// nothing since the last event are closed (at most one round per retry
+// period), and until the relist that follows answers, the snapshot is not
+// live: GetHolder waits for that list rather than report "no holder" from
+// a view that may be stale.
+func (o *observer) suspectQuiet(lastEvent time.Time) {
+	o.mu.Lock()
+	o.suspectedAt = o.snap.rec.resourceVersion
+	o.listedBy = 0
+	period := o.renewEvery
+	if period == 0 {
+		period = o.snap.rec.duration() / 5
+	}
+	o.mu.Unlock()
+	o.stats.WatchRestarted()
+	o.redial.closeSilent(lastEvent, o.clock.Now(), period, "following lease "+o.name+": its API watch delivered nothing while the Lease is held")
 }
 
 // lowerResync shortens the watch's life to resync if that is shorter: the
@@ -236,6 +297,10 @@ func (o *observer) failed(err error, loop uint64) {
 	o.notifyLocked()
 }
 
+// errQuietWatch: the watch of a held Lease delivered nothing for quietFor;
+// the follow loop lists again at once (suspectQuiet).
+var errQuietWatch = errors.New("the API watch delivered nothing while the Lease is held")
+
 // minWatchLife: a watch that ended sooner without an error is reopened
 // with backoff.
 const minWatchLife = time.Second
@@ -254,6 +319,9 @@ func (o *observer) run(ctx context.Context, loop uint64) {
 		if err == nil {
 			opened := o.clock.Now()
 			rv, err = o.watch(ctx, rv)
+			if errors.Is(err, errQuietWatch) {
+				continue // rv is "": a list, on the connection dialled anew
+			}
 			if err == nil && o.clock.Since(opened) < minWatchLife {
 				// The server closed the watch at once (overloaded, or a
 				// proxy in the way): reopen with backoff, not at
@@ -358,14 +426,36 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 		return rv, err
 	}
 	defer w.Stop()
+	// A held Lease is renewed every retry period: a watch that delivers
+	// nothing for longer is suspect (quietFor), and is ended for a relist
+	// on a fresh connection.
+	lastEvent := o.clock.Now()
+	quiet := o.clock.NewTimer(time.Hour)
+	defer quiet.Stop()
+	rearm := func() {
+		d, ok := o.quietFor(o.clock.Now())
+		if !ok {
+			d = time.Hour // nothing expected; re-armed at the next event
+		}
+		quiet.Reset(d)
+	}
+	rearm()
 	for {
 		select {
 		case <-wctx.Done():
 			return rv, nil
+		case <-quiet.C():
+			if _, ok := o.quietFor(o.clock.Now()); !ok {
+				rearm()
+				continue
+			}
+			o.suspectQuiet(lastEvent)
+			return "", errQuietWatch
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return rv, nil
 			}
+			lastEvent = o.clock.Now()
 			next, err := o.safeHandle(ev)
 			if err != nil {
 				return rv, err
@@ -373,6 +463,7 @@ func (o *observer) watch(ctx context.Context, rv string) (string, error) {
 			if next != "" {
 				rv = next
 			}
+			rearm()
 		}
 	}
 }

@@ -572,3 +572,77 @@ func TestAReadAfterALearntDeletionTakesTheObjectBack(t *testing.T) {
 		t.Fatalf("the restored Lease's next renewal on the watch was not taken: %+v", s.rec)
 	}
 }
+
+// A standby behind a frozen API server: its API watch of a held Lease
+// delivers nothing. Once it has been quiet for two retry periods, the
+// connections that received nothing since its last event are closed and
+// the Lease listed again; a quiet that the relist showed unchanged (the
+// holder stopped renewing) is not suspected again, and an event re-arms
+// the suspicion.
+func TestAQuietWatchOfAHeldLeaseIsSuspectedAndRelisted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	current := leaseAt("x", 3, testNow, 15, "10")
+	var lists atomic.Int32
+	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: current.ResourceVersion}, Items: []coordinationv1.Lease{*current.DeepCopy()}}, nil
+	})
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake() // delivers nothing unless told
+		watches <- w
+		return true, w, nil
+	})
+	closer := &closerLog{}
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.expectRenewalsEvery(time.Second)
+	o.redial = &redialer{conns: closer}
+	o.start()
+	defer o.stop()
+	awaitWatch(t, watches)
+	awaitWaiters(t, clk, 1) // the quiet timer
+	clk.Step(1999 * time.Millisecond)
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("%d lists after 1.999 s of quiet; want 1 (two retry periods not over)", n)
+	}
+	mu.Lock()
+	current = leaseAt("x", 3, testNow.Add(2*time.Second), 15, "11") // a renewal the frozen server never delivered
+	mu.Unlock()
+	clk.Step(time.Millisecond)
+	w := awaitWatch(t, watches) // relisted, and watching again
+	if n, rounds := lists.Load(), len(closer.sinces()); n != 2 || rounds != 1 {
+		t.Fatalf("after two retry periods of quiet: %d lists, %d rounds of closing silent connections; want 2 and 1", n, rounds)
+	}
+	if s := o.snapshot(); s.rec.resourceVersion != "11" || !s.live {
+		t.Fatalf("after the relist the snapshot is at %s (live %v); want the renewal at 11, live", s.rec.resourceVersion, s.live)
+	}
+	// The holder renews no more: quiet again, from the relist, which showed
+	// a newer record (the renewal): suspected once more; the relist after
+	// that shows the same record, and that quiet (a holder that stopped
+	// renewing) is not suspected again.
+	awaitWaiters(t, clk, 1)
+	clk.Step(2 * time.Second)
+	w = awaitWatch(t, watches)
+	if n := lists.Load(); n != 3 {
+		t.Fatalf("%d lists after two more retry periods of quiet at a newer record; want 3", n)
+	}
+	awaitWaiters(t, clk, 1)
+	clk.Step(3 * time.Second)
+	awaitWaiters(t, clk, 1) // re-armed, not suspected
+	if n := lists.Load(); n != 3 {
+		t.Fatalf("%d lists after a quiet the relist showed unchanged; want 3", n)
+	}
+	// A renewal delivered re-arms the suspicion.
+	w.Modify(leaseAt("x", 3, testNow.Add(5*time.Second), 15, "12"))
+	eventually(t, 5*time.Second, "the renewal applied", func() bool { return o.snapshot().rec.resourceVersion == "12" })
+	awaitWaiters(t, clk, 1)
+	clk.Step(2 * time.Second)
+	awaitWatch(t, watches)
+	if n := lists.Load(); n != 4 {
+		t.Fatalf("%d lists after a renewal then two retry periods of quiet; want 4", n)
+	}
+}

@@ -77,6 +77,7 @@ func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Dura
 		m.evictIdleLocked(maxIdleObservers - 1)
 		leases := client.Leases(key.Namespace)
 		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key], m.statsLocked(key))}
+		ol.obs.redial = m.redial
 		m.observers[key] = ol
 	} else {
 		ol.obs.lowerResync(resync)

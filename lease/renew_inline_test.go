@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,5 +156,67 @@ func TestSuddenLatencyKeepsLeadership(t *testing.T) {
 				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
 			}
 		})
+	}
+}
+
+// hungFirstPatch leaves the first renewal (PATCH) unanswered until its
+// context ends, as a frozen API server does, and answers the others.
+type hungFirstPatch struct {
+	coordclient.LeaseInterface
+	calls atomic.Int32
+}
+
+func (h *hungFirstPatch) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if h.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return h.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// closerLog records the rounds of CloseSilentConnections.
+type closerLog struct {
+	mu     sync.Mutex
+	rounds []time.Time // their since
+}
+
+func (c *closerLog) CloseSilentConnections(since time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rounds = append(c.rounds, since)
+	return 1
+}
+
+func (c *closerLog) sinces() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.rounds)
+}
+
+// A renewal unanswered at the cut (its API server frozen) has the
+// connections that received nothing since it was sent closed, so that the
+// renewal sent next at once dials anew; the leader keeps its lease.
+func TestARenewalUnansweredAtTheCutRedials(t *testing.T) {
+	client := fake.NewClientset()
+	hung := &hungFirstPatch{LeaseInterface: client.CoordinationV1().Leases("ns")}
+	closer := &closerLog{}
+	obs := newObserver(hung, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, hung, obs, clock.RealClock{}, stats, func() bool { return false })
+	e.redial = &redialer{conns: closer}
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a renewal answered after the hung one", func() bool { return hung.calls.Load() >= 2 && statsOf(stats).Election.Renewals >= 1 })
+	rounds := closer.sinces()
+	if len(rounds) != 1 {
+		t.Fatalf("%d rounds of closing silent connections; want 1, at the cut", len(rounds))
+	}
+	if ok, _, _ := e.IsLeader(); !ok {
+		t.Fatal("the leader lost its lease")
 	}
 }

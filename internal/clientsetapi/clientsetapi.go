@@ -6,6 +6,7 @@ package clientsetapi
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,6 +58,13 @@ func (c clientset) ServedResources(_ context.Context, groupVersion string) ([]st
 // FindsDeadConnections is false: a clientset may stand on any transport
 // (the fake one on none), so watches keep their short life.
 func (c clientset) FindsDeadConnections() bool { return false }
+
+// CloseSilentConnections closes nothing: a clientset dials on a transport
+// of its own (the fake one on none).
+func (c clientset) CloseSilentConnections(time.Time) int { return 0 }
+
+// Connections is not known.
+func (c clientset) Connections() int { return -1 }
 
 // CoreEvent is ev as the core/v1 Event it stands for.
 func CoreEvent(ev *kubeapi.Event) *corev1.Event {

@@ -20,6 +20,7 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
@@ -49,6 +50,14 @@ type Client interface {
 	// that died silently by itself (HTTP/2 pings), so that watches need not
 	// end early to find it.
 	FindsDeadConnections() bool
+	// CloseSilentConnections closes the client's connections to the API
+	// server that have received nothing since since (a frozen server's),
+	// so that the next request dials anew, and reports how many it closed:
+	// 0 where the client does not dial its own connections.
+	CloseSilentConnections(since time.Time) int
+	// Connections is how many connections the client holds open (-1: not
+	// known, where it does not dial its own).
+	Connections() int
 }
 
 // Leases is the subset of client-go's LeaseInterface that the library

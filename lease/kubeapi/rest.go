@@ -48,6 +48,7 @@ func init() {
 // connection pool) shared by the four API paths it uses.
 type restClient struct {
 	pings            bool           // see FindsDeadConnections
+	conns            *conns         // the connections it dialled; nil: a custom transport dials them
 	coordination     rest.Interface // /apis/coordination.k8s.io/v1
 	coordinationBeta rest.Interface // /apis/coordination.k8s.io/v1beta1
 	discovery        rest.Interface // /apis/discovery.k8s.io/v1 (EndpointSlices, JSON)
@@ -66,6 +67,16 @@ var discoveryV1 = schema.GroupVersion{Group: "discovery.k8s.io", Version: "v1"}
 func New(cfg *rest.Config) (Client, error) {
 	if cfg == nil {
 		return nil, errors.New("nil rest config")
+	}
+	var cs *conns
+	if cfg.Transport == nil {
+		// client-go's transport, on a dialer that keeps the connections
+		// (conns.go). A Dial of its own also gives the client a connection
+		// pool of its own: client-go shares one transport between configs
+		// with the same TLS settings, and a dialer.
+		cs = newConns(cfg.Dial)
+		cfg = rest.CopyConfig(cfg)
+		cfg.Dial = cs.Dial
 	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -94,7 +105,7 @@ func New(cfg *rest.Config) (Client, error) {
 		}
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
-	rc := restClient{pings: pingsDeadConnections(cfg)}
+	rc := restClient{pings: pingsDeadConnections(cfg), conns: cs}
 	if rc.coordination, err = forGroup(coordinationv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf); err != nil {
 		return nil, err
 	}
@@ -111,6 +122,20 @@ func New(cfg *rest.Config) (Client, error) {
 }
 
 func (c *restClient) FindsDeadConnections() bool { return c.pings }
+
+func (c *restClient) CloseSilentConnections(since time.Time) int {
+	if c.conns == nil {
+		return 0
+	}
+	return c.conns.closeSilent(since)
+}
+
+func (c *restClient) Connections() int {
+	if c.conns == nil {
+		return -1
+	}
+	return c.conns.count()
+}
 
 // pingsDeadConnections: client-go's own transport (cfg.Transport unset)
 // speaks HTTP/2 to an https server unless DISABLE_HTTP2 is set or the TLS
