@@ -157,12 +157,16 @@ int K8sLeaseStandalone(void);
 /* Leader policies for K8sLeaseRunElectionWith (flags, or-ed). */
 /* Cancelling a leading election (K8sLeaseCancelElection[Id], and
  * K8sLeaseShutdown) hands the lease to the best candidate seen alive in
- * this term - highest version, then highest priority - instead of releasing
- * it to a race; with none, or if it does not take the lease within
+ * this term - highest version, then highest priority; not one a hand-off
+ * already failed on until it campaigns again - instead of releasing it to a
+ * race; with none, or if it does not take the lease within
  * min(renew deadline, 1 s), the lease is released as usual. The cancel's
- * result and time bound are a plain cancel's. Listing the candidates needs
- * a permission of its own (docs/operations.md); without it the policy falls
- * back to a release. */
+ * result is a plain cancel's; it takes up to the listing of the candidates
+ * and that wait longer (each bounded as the release is). Listing the
+ * candidates needs a permission of its own (docs/operations.md); without it
+ * the policy falls back to a release. Candidates of library versions that
+ * do not record the term they saw are never chosen (the lease is released
+ * instead). */
 #define K8S_LEASE_POLICY_HANDOFF_ON_CANCEL 1
 /* While leading, hand the lease to the best candidate of a newer version as
  * soon as one campaigns (a rolling update then moves leadership once, to

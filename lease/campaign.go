@@ -27,18 +27,21 @@ func (a action) String() string {
 }
 
 // decide is the candidate's rule, a pure function of what it observed, its
-// monotonic now, its own lease duration, identity and incarnation. It
-// never trusts the holder's wall clock: expiry is a full lease duration
+// monotonic now, its own lease duration and identity, and the acquisition
+// of its own that failed without proof that it did not land (unanswered).
+// It never trusts the holder's wall clock: expiry is a full lease duration
 // after this process saw the record change.
-func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self, incarnation string) (action, time.Time) {
+func decide(s snapshot, now time.Time, ownLeaseDuration time.Duration, self string, unanswered record) (action, time.Time) {
 	switch {
 	case !s.synced:
 		return actWaitSync, time.Time{}
-	case s.rec.heldBy(self, incarnation):
-		// Only this candidacy writes its incarnation: an acquisition of
-		// ours landed although its answer was lost. Lead on it (a
-		// compare-and-swap over it, with its token) instead of waiting
-		// out our own record, as client-go adopts a record naming it.
+	case s.rec.isWrite(unanswered) && s.rec.holder == self && s.rec.token >= s.highestToken:
+		// That acquisition landed (its answer was lost, or a resend of it
+		// was refused): only this candidacy writes its incarnation and
+		// that renewTime. Lead on it (a compare-and-swap over it, with
+		// its token) instead of waiting out our own record, as client-go
+		// adopts a record naming it; not once a later term was seen (the
+		// record came back, by a restore, while another may lead).
 		return actAdopt, time.Time{}
 	case s.rec.handedOffTo(self) && !s.staleHandOff(now):
 		// Handed to us by its leader, who stopped leading before writing
@@ -132,6 +135,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 	retry := newBackoff(e.timing.RetryPeriod/4, e.timing.RetryPeriod)
 	fixRetry := newBackoff(min(e.timing.RetryPeriod, fixRetryMax), fixRetryMax)
 	var freeSince time.Time // when this campaign last judged the lease free
+	landed := 0             // acquisitions in a row that landed and were refused or unanswered
 	for e.ctx.Err() == nil {
 		snap := e.obs.snapshot()
 		e.clearStaleRoute(snap) // the endpoint of a term the Lease no longer shows (endpoint.go)
@@ -146,7 +150,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
 			}
 		}
-		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity, e.incarnation)
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity, e.unansweredWrite())
 		if act == actWait || act == actWaitSync && snap.err != nil {
 			e.recordCandidacy() // a standby now: its record costs the campaign nothing
 			e.leaveFirstRound()
@@ -206,15 +210,50 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			e.setAPIErr(err)
 			e.stats.APIError()
 			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
-			if outcomeUnknown(err) && e.refresh(snap.rec.resourceVersion) {
-				delay = 0 // it may have landed: decide on what the Lease says now
+			if outcomeUnknown(err) {
+				e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
 			}
+		}
+		if s := e.obs.snapshot(); s.synced && s.rec.isWrite(e.unansweredWrite()) {
+			// It landed: adopted at once the first time; when that keeps
+			// landing unanswered (a proxy that forwards, then fails), no
+			// faster than the backoff, whatever the watch reports.
+			if landed++; landed > 1 {
+				if !e.sleep(retry.next()) {
+					return nil
+				}
+				continue
+			}
+			delay = 0
+		} else {
+			landed = 0
 		}
 		if !e.waitFor(notify, e.clock.Now().Add(delay)) {
 			return nil
 		}
 	}
 	return nil
+}
+
+// sleep waits d, or until the election is cancelled (false); unlike
+// waitFor, a change of the Lease does not end it.
+func (e *Election) sleep(d time.Duration) bool {
+	t := e.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-e.ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// unansweredWrite is the last acquisition of this candidacy that failed
+// without proof that it did not land (exists false: none).
+func (e *Election) unansweredWrite() record {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.unanswered
 }
 
 // leaveFirstRound gives back this election's place in firstRounds (once).
@@ -264,7 +303,9 @@ func (e *Election) refresh(seen string) bool {
 }
 
 // outcomeUnknown reports a write error that does not say whether the write
-// landed: no answer (a timeout, a connection lost) or a server error.
+// landed: no answer (a timeout, a connection lost) or a server error. (A
+// conflict does not prove it either: client-go sends a write again after a
+// 429 or a 5xx with Retry-After, and the first may have landed.)
 func outcomeUnknown(err error) bool {
 	var status apierrors.APIStatus
 	return err != nil && (!errors.As(err, &status) || status.Status().Code >= 500)
@@ -347,17 +388,18 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
-		if outcomeUnknown(err) {
-			e.mu.Lock()
-			e.mayHold = true // a cancel from now on releases what may have landed
-			e.mu.Unlock()
-		}
+		// It may have landed (see outcomeUnknown): adopted if the Lease
+		// shows it (decide), released by a cancel if it does (Cancel).
+		e.mu.Lock()
+		e.unanswered = recordOf(l)
+		e.mu.Unlock()
 		return err
 	}
 	e.obs.apply(got, got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.written = got // even if cancelled meanwhile: Cancel then releases it
+	e.unanswered = record{}
 	if e.phase != phaseCandidate {
 		return nil
 	}

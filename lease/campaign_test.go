@@ -70,18 +70,40 @@ func TestDecide(t *testing.T) {
 		{"held by me (no incarnation: client-go named like us), not a hand-off", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", handOffTo: "me", durationSeconds: 10, token: 3}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
-		// An acquisition of this very candidacy whose answer was lost.
-		{"held by me in this incarnation", snapshot{synced: true,
-			rec: record{exists: true, holder: "me", incarnation: "mine", durationSeconds: 10, token: 3}, observedAt: t0},
-			t0.Add(time.Second), actAdopt, time.Time{}},
 		{"a hand-off to me already taken up (incarnation set)", snapshot{synced: true,
 			rec: record{exists: true, holder: "me", incarnation: "other", handOffTo: "me", durationSeconds: 10, token: 4}, observedAt: t0},
 			t0.Add(time.Second), actWait, t0.Add(10 * time.Second)},
 	}
 	for _, tt := range tests {
-		act, until := decide(tt.snap, tt.now, ownLease, "me", "mine")
+		act, until := decide(tt.snap, tt.now, ownLease, "me", record{})
 		if act != tt.wantAct || !until.Equal(tt.wantUntil) {
 			t.Errorf("%s: decide = %v, %v; want %v, %v", tt.name, act, until, tt.wantAct, tt.wantUntil)
+		}
+	}
+}
+
+// An acquisition of this very candidacy whose answer was lost (or refused
+// after it landed) is adopted: only that very write (its incarnation, token
+// and renewTime), and not once a later term was seen (a restore brought it
+// back while another leads).
+func TestDecideAdoptsOnlyTheWriteLeftUnanswered(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	mine := record{exists: true, holder: "me", incarnation: "mine", durationSeconds: 10, token: 3, renewTime: t0}
+	later := mine
+	later.renewTime = t0.Add(time.Second)
+	for _, tc := range []struct {
+		name       string
+		snap       snapshot
+		unanswered record
+		want       action
+	}{
+		{"the write whose answer was lost", snapshot{synced: true, rec: mine, highestToken: 3, observedAt: t0}, mine, actAdopt},
+		{"the same write, after a later term was seen", snapshot{synced: true, rec: mine, highestToken: 4, observedAt: t0}, mine, actWait},
+		{"another write of this incarnation", snapshot{synced: true, rec: later, highestToken: 3, observedAt: t0}, mine, actWait},
+		{"no write unanswered", snapshot{synced: true, rec: mine, highestToken: 3, observedAt: t0}, record{}, actWait},
+	} {
+		if got, _ := decide(tc.snap, t0.Add(time.Second), 12*time.Second, "me", tc.unanswered); got != tc.want {
+			t.Errorf("%s: decide = %v; want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -59,11 +59,12 @@ type candidateStore interface {
 	// Remove deletes the record if it is still at resource version rv (a
 	// later candidacy of the same identity may have rewritten it).
 	Remove(ctx context.Context, ns, lease, identity, rv string) error
-	List(ctx context.Context, ns, lease string) ([]Candidate, error)
+	// List also returns the resource version it answered at, to Watch from.
+	List(ctx context.Context, ns, lease string) (cs []Candidate, rv string, err error)
 	// Get reads one candidate's record (found false: none).
 	Get(ctx context.Context, ns, lease, identity string) (c Candidate, found bool, err error)
 	// Watch reports changes of the lease's records (any event: list again).
-	Watch(ctx context.Context, ns, lease string) (watch.Interface, error)
+	Watch(ctx context.Context, ns, lease, rv string) (watch.Interface, error)
 }
 
 // candidateRegistry is a Manager's candidate records: the store picked
@@ -148,9 +149,13 @@ func (c *candidacy) put() {
 	store := e.candidateStore()
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	seen := e.obs.snapshot().highestToken
+	s := e.obs.snapshot()
+	var lease string
+	if s.lease != nil {
+		lease = string(s.lease.UID)
+	}
 	rv, err := store.Put(ctx, e.key.Namespace, e.key.Name, Candidate{Identity: e.identity, Version: e.opts.Version, Priority: e.opts.Priority,
-		RenewTime: time.Now(), SeenToken: seen})
+		RenewTime: time.Now(), SeenToken: s.highestToken, SeenLease: lease})
 	next := candidateRefresh
 	switch {
 	case err == nil:
@@ -252,7 +257,7 @@ func (m *Manager) candidatesWithin(ns, name string, within time.Duration) ([]Can
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	all, err := m.candidates.storeFor(client).List(ctx, ns, name)
+	all, _, err := m.candidates.storeFor(client).List(ctx, ns, name)
 	if err != nil {
 		return nil, fmt.Errorf("list candidates of lease %s/%s: %w", ns, name, err)
 	}

@@ -292,3 +292,48 @@ func TestAPolicyHandOffTargetThatDiedCostsOneTermOnly(t *testing.T) {
 		t.Fatalf("a's Events about its end: %q; want one saying the hand-off to dead failed and the lease was released", stopped)
 	}
 }
+
+// The hand-off policy on cancel skips a target a hand-off already failed on
+// (the Lease remembers it) until its record is written again, as the
+// library's other hand-offs do.
+func TestThePolicyOnCancelSkipsATargetAHandOffFailedOn(t *testing.T) {
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	targets := handOffTargets(client)
+	policy := ElectionOptions{Version: "1.0.0", Policy: PolicyHandOffOnCancel}
+	a, b := process(t, client), process(t, client)
+	ea, err := a.RunElectionWith("ns", "l", "a", fastUnitTiming, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "x", Version: "1.0.0", Priority: 10, RenewTime: written, SeenToken: 1}); err != nil {
+		t.Fatal(err)
+	}
+	annotateLease(t, client, HandOffFailedAnnotation, "x "+written.Add(time.Second).UTC().Format(time.RFC3339Nano))
+	eb, err := b.RunElectionWith("ns", "l", "b", fastUnitTiming, policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's record naming a's term", func() bool {
+		cs, err := a.Candidates("ns", "l")
+		return err == nil && slices.ContainsFunc(cs, func(c Candidate) bool { return c.Identity == "b" && c.SeenToken >= 1 })
+	})
+	eventually(t, 5*time.Second, "a's renewals carrying the annotation", func() bool {
+		a.Election("ns", "l").mu.Lock()
+		defer a.Election("ns", "l").mu.Unlock()
+		return handOffFailedAt(a.Election("ns", "l").written, "x").After(written)
+	})
+	if err := a.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eb.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got := targets(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("hand-off records written to %v; want [b]: x, a hand-off to it failed since its record was written, skipped", got)
+	}
+}

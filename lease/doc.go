@@ -11,9 +11,11 @@
 //     its last successful renewal's send time + renewDeadline, and a standby
 //     takes a held Lease only a full leaseDuration after the last change it
 //     saw; at once only a Lease whose holder's term is known to be over (a
-//     release written by that holder, a Lease never held or deleted) or a
-//     hand-off record naming it (docs/guarantees.md has each case and the
-//     test that shows it).
+//     release written by that holder, a Lease never held or deleted), a
+//     hand-off record naming it, or its own acquisition that landed while
+//     its answer was lost (that very write: incarnation, token and
+//     renewTime; docs/guarantees.md has each case and the test that shows
+//     it).
 //   - Every write of a leader is a compare-and-swap: acquisitions and
 //     releases on the resourceVersion, renewals by a JSON patch whose tests
 //     check holder, incarnation, token and duration. A foreign write ends
@@ -60,8 +62,9 @@
 // # Where things are
 //
 //   - campaign.go: the candidate's rule, decide(snapshot, now,
-//     ownLeaseDuration, self), a pure function, and the loop that acts on
-//     it (acquire, create, wait); acquire also starts a term's validity
+//     ownLeaseDuration, self, unanswered), a pure function, and the loop
+//     that acts on it (acquire, create, adopt an acquisition of its own
+//     whose answer was lost, wait); acquire also starts a term's validity
 //     (send time + renewDeadline).
 //   - leader.go: the leader's loop, lead: when it renews (firstRenewal,
 //     renewalSlot, the retry after an error), how long a success holds

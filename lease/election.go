@@ -57,10 +57,10 @@ type Election struct {
 	token      int64
 	validUntil time.Time
 	written    *coordinationv1.Lease // our last successful write, for compare-and-swap
-	// mayHold: an acquisition went unanswered and may have landed (our
-	// incarnation on the Lease): a cancel with no write of ours answered
-	// reads the Lease and releases it if it names us.
-	mayHold    bool
+	// unanswered is the last acquisition that failed without proof that
+	// it did not land (campaign.go): a cancel with no write of ours
+	// answered reads the Lease and releases it if it names us.
+	unanswered record
 	endErr     error // nil when ended by Cancel
 	lastAPIErr error
 	endEvent   <-chan struct{} // closed once the Event ending the term is written (events.go)
@@ -307,7 +307,7 @@ func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 		e.cancel()
 		<-e.runDone
 		e.mu.Lock()
-		held, mayHold := e.written, e.mayHold
+		held, mayHold := e.written, e.unanswered.exists
 		e.mu.Unlock()
 		if endedHere && (held != nil || mayHold) {
 			err = e.safeRelease(held, releaseTimeout)

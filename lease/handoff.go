@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,7 +94,7 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	if ok, _, _ := e.IsLeader(); !ok {
 		return fmt.Errorf("hand off lease %s: %w", key, ErrNotLeader)
 	}
-	if err := m.requireCampaigning(key, to, false, 0, time.Time{}, requestTimeout); err != nil {
+	if err := m.requireCampaigning(key, to, false, term{}, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
 	ending, ok := m.claimEnd(e, true)
@@ -113,7 +114,7 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 // failed), or one that did not see the term (aliveInTerm; 0: any). When
 // the record cannot be read (RBAC), a strict check refuses and a lenient
 // one lets the hand-off go ahead (its timeout bounds it).
-func (m *Manager) requireCampaigning(key Key, to string, strict bool, term int64, failedAt time.Time, within time.Duration) error {
+func (m *Manager) requireCampaigning(key Key, to string, strict bool, t term, failedAt time.Time, within time.Duration) error {
 	client, err := m.client()
 	if err != nil {
 		return err
@@ -132,9 +133,9 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, term int64
 	case time.Since(c.RenewTime) > candidateTTL:
 		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was last renewed %v ago", key, errTargetNotSeen, to,
 			time.Since(c.RenewTime).Round(time.Second))
-	case !aliveInTerm(c, term):
-		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was written before this term (fencing token %d, it saw %d): it may have died since",
-			key, errTargetNotSeen, to, term, c.SeenToken)
+	case !aliveInTerm(c, t):
+		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was written before this term (fencing token %d, it saw %d of Lease %q): it may have died since",
+			key, errTargetNotSeen, to, t.token, c.SeenToken, c.SeenLease)
 	case !failedAt.IsZero() && !c.RenewTime.After(failedAt):
 		return fmt.Errorf("hand off lease %s: %w: a hand-off to %q failed at %s and its record is older", key, errTargetNotSeen, to,
 			failedAt.Format(time.RFC3339))
@@ -249,9 +250,9 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		return false
 	}
 	e.mu.Lock()
-	failedAt, term := handOffFailedAt(e.written, to), e.token
+	failedAt, t := handOffFailedAt(e.written, to), e.termLocked()
 	e.mu.Unlock()
-	if err := m.requireCampaigning(e.key, to, true, term, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
+	if err := m.requireCampaigning(e.key, to, true, t, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
 		return false
 	}
@@ -290,8 +291,9 @@ func handOffFailedAt(l *coordinationv1.Lease, to string) time.Time {
 	return t
 }
 
-// bestOtherCandidate is the best live candidate but e itself, listed within
-// the time given.
+// bestOtherCandidate is the best live candidate but e itself that saw its
+// term, listed within the time given, but one a hand-off already failed on
+// (HandOffFailedAnnotation) whose record is older than that.
 func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string, bool) {
 	cs, err := m.candidatesWithin(e.key.Namespace, e.key.Name, within)
 	if err != nil {
@@ -299,10 +301,23 @@ func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string,
 		return "", false
 	}
 	e.mu.Lock()
-	term := e.token
+	t, written := e.termLocked(), e.written
 	e.mu.Unlock()
-	c, ok := bestCandidate(cs, e.identity, term, false, "", time.Now())
+	cs = slices.DeleteFunc(cs, func(c Candidate) bool {
+		failedAt := handOffFailedAt(written, c.Identity)
+		return !failedAt.IsZero() && !c.RenewTime.After(failedAt)
+	})
+	c, ok := bestCandidate(cs, e.identity, t, false, "", time.Now())
 	return c.Identity, ok
+}
+
+// termLocked is the term e leads (or led); e.mu held.
+func (e *Election) termLocked() term {
+	t := term{token: e.token}
+	if e.written != nil {
+		t.lease = string(e.written.UID)
+	}
+	return t
 }
 
 // preferredRecheck: while the preferred holder does not campaign, the
@@ -349,20 +364,20 @@ func (e *Election) yieldToNewer() {
 	for !e.Ended() {
 		s := e.candidateStore()
 		lctx, lcancel := context.WithTimeout(ctx, requestTimeout)
-		cs, err := s.List(lctx, e.key.Namespace, e.key.Name)
+		cs, rv, err := s.List(lctx, e.key.Namespace, e.key.Name)
 		lcancel()
 		if err == nil {
 			e.mu.Lock()
-			preferred, term := preferredHolder(e.written), e.token
+			preferred, t := preferredHolder(e.written), e.termLocked()
 			e.mu.Unlock()
-			if c, ok := bestCandidate(cs, e.identity, term, true, e.opts.Version, time.Now()); ok && preferred == "" {
+			if c, ok := bestCandidate(cs, e.identity, t, true, e.opts.Version, time.Now()); ok && preferred == "" {
 				if e.handOffHook(c.Identity, "a newer version campaigns: "+c.Version) {
 					return
 				}
 				err = errors.New("the newer candidate was not handed the lease")
 			} else {
 				var w watch.Interface
-				if w, err = s.Watch(ctx, e.key.Namespace, e.key.Name); err == nil {
+				if w, err = s.Watch(ctx, e.key.Namespace, e.key.Name, rv); err == nil {
 					select {
 					case <-e.ended:
 					case <-w.ResultChan():

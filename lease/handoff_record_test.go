@@ -67,7 +67,7 @@ func TestAHandOffRecordWrittenOverByAnotherWriterIsNoHandOff(t *testing.T) {
 			t.Errorf("%s: still taken for a hand-off to b", name)
 		}
 		s := snapshot{synced: true, rec: r, observedAt: t0.Add(time.Minute)}
-		if act, _ := decide(s, t0.Add(time.Minute+time.Second), 10*time.Second, "b", ""); act != actWait {
+		if act, _ := decide(s, t0.Add(time.Minute+time.Second), 10*time.Second, "b", record{}); act != actWait {
 			t.Errorf("%s: the target decides %v; want wait (client-go leads it)", name, act)
 		}
 	}
@@ -186,7 +186,7 @@ func TestARestoredHandOffRecordIsNotTakenAtOnce(t *testing.T) {
 		h.ResourceVersion = "300"
 		o.applyRead(h, "300", o.seqNow()) // read afresh at an older version
 		s := o.snapshot()
-		if act, _ := decide(s, clk.Now(), 15*time.Second, "t", ""); act == actAcquire {
+		if act, _ := decide(s, clk.Now(), 15*time.Second, "t", record{}); act == actAcquire {
 			t.Errorf("%s: the target takes the restored hand-off record (token %d, highest seen %d) at once; want a wait of a lease duration",
 				name, s.rec.token, s.highestToken)
 		}
@@ -196,7 +196,7 @@ func TestARestoredHandOffRecordIsNotTakenAtOnce(t *testing.T) {
 	h := testLease("l", "a", 5, testNow, 15)
 	handOffSpec(h, "t", unitTiming, testNow)
 	o.applyRead(h, "501", o.seqNow())
-	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "t", ""); act != actAcquire {
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "t", record{}); act != actAcquire {
 		t.Fatalf("a live hand-off record: decide = %v; want acquire", act)
 	}
 }

@@ -9,10 +9,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
@@ -379,4 +382,96 @@ func TestACancelAfterLostAcquisitionAnswersReleasesWhatLanded(t *testing.T) {
 	if r := currentLease(t, client); r.holder != "" {
 		t.Fatalf("after the cancel the Lease is %+v; want it released", r)
 	}
+}
+
+// An acquisition that landed, but whose caller was answered 409 (client-go
+// sent it again after a 429 or a 5xx with Retry-After, and the first one
+// had landed), is this candidacy's too: adopted at the next look, and
+// released by a cancel, not left to be waited out.
+func TestAnAcquisitionAnsweredConflictAfterItLandedIsAdoptedOrReleased(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		t.Run(map[bool]string{false: "adopted", true: "released by a cancel"}[cancel], func(t *testing.T) {
+			client := fake.NewClientset()
+			enforceResourceVersions(client)
+			landedThenConflict := hooked{Clientset: client, afterUpdate: func(l *coordinationv1.Lease, err error) error {
+				if err == nil && l.Name == "l" && recordOf(l).holder == "b" {
+					return apierrors.NewConflict(coordinationv1.Resource("leases"), "l", errors.New("the object has been modified"))
+				}
+				return err
+			}}
+			a, b := process(t, client), process(t, landedThenConflict)
+			ea, err := a.RunElection("ns", "l", "a", unitTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ea.WaitElected(5 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			eb, err := b.RunElection("ns", "l", "b", unitTiming)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "b's candidate record", func() bool {
+				cs, err := a.Candidates("ns", "l")
+				return err == nil && len(cs) == 2
+			})
+			if err := a.HandOff("ns", "l", "b", 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 5*time.Second, "b's acquisition landed", func() bool { return currentLease(t, client).heldBy("b", eb.incarnation) })
+			if cancel {
+				if err := b.CancelElection("ns", "l"); err != nil {
+					t.Fatal(err)
+				}
+				if r := currentLease(t, client); r.holder != "" {
+					t.Fatalf("after the cancel the Lease is %+v; want it released", r)
+				}
+				return
+			}
+			// Its adoption is answered 409 as well (the hook): it keeps
+			// adopting its own landed write, and each adoption lands.
+			eventually(t, 4*time.Second, "b adopts what landed", func() bool { return countUpdatesBy(client, "b") >= 2 })
+		})
+	}
+}
+
+// countUpdatesBy counts the updates of the election Lease that name holder.
+func countUpdatesBy(client *fake.Clientset, holder string) int {
+	n := 0
+	for _, a := range client.Actions() {
+		if u, ok := a.(k8stesting.UpdateAction); ok {
+			if l, ok := u.GetObject().(*coordinationv1.Lease); ok && l.Name == "l" && recordOf(l).holder == holder {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// An acquisition that keeps landing and being refused (a proxy that
+// forwards, then answers 5xx or 409) is adopted at once the first time,
+// then no faster than the campaign's backoff: never at round-trip speed.
+func TestAnAcquisitionThatKeepsLandingRefusedBacksOff(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	server := fake.NewClientset(leaseAt("", 1, testNow.Add(-time.Hour), 1, "5")) // released long ago
+	enforceResourceVersions(server)
+	m := NewManager(clk)
+	m.SetClient(clientsetapi.Wrap(hooked{Clientset: server, afterUpdate: func(l *coordinationv1.Lease, err error) error {
+		if err == nil && l.Name == "l" && recordOf(l).holder == "b" {
+			return apierrors.NewInternalError(errors.New("the proxy lost the answer"))
+		}
+		return err
+	}}))
+	m.SetEvents(false)
+	t.Cleanup(func() { go clk.Step(time.Hour); _ = m.Shutdown(5 * time.Second) })
+	if _, err := m.RunElection("ns", "l", "b", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaitingIn(t, "(*Election).sleep", 1)
+	if n := countUpdatesBy(server, "b"); n != 2 {
+		t.Fatalf("%d writes before the first backoff; want 2: the acquisition and one adoption at once", n)
+	}
+	clk.Step(unitTiming.RetryPeriod)
+	eventually(t, 5*time.Second, "the adoption after the backoff", func() bool { return countUpdatesBy(server, "b") == 3 })
+	awaitWaitingIn(t, "(*Election).sleep", 1)
 }

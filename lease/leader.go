@@ -409,7 +409,9 @@ func (e *Election) fatalRenewError(err error) error {
 // renewals kept current while its follow loop was paused, shows our last
 // renewal, and the Lease is no longer that: the loop resumes (a list
 // first), so that GetHolder and holder watches wait for the API server's
-// answer instead of naming this process.
+// answer instead of naming this process. It resumes even when nothing else
+// uses the observer (an election's end otherwise leaves such an observer
+// paused): a lost term is rare, and the reaper stops an unused observer.
 func (e *Election) revoke() {
 	e.mu.Lock()
 	e.validUntil = time.Time{}

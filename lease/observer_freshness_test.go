@@ -288,7 +288,7 @@ func TestARefreshAnsweredLateDoesNotUndoANewerTakeover(t *testing.T) {
 		t.Fatalf("after the late re-read the snapshot holds %q at %s; want x at 102", s.rec.holder, s.rec.resourceVersion)
 	}
 	o.apply(nil, "103") // an operator deletes the Lease
-	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", ""); act != actWait {
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", record{}); act != actWait {
 		t.Fatalf("decide after x took the Lease and it was deleted = %v; want wait (x's term)", act)
 	}
 }
@@ -384,7 +384,7 @@ func TestAReadRacingARelistStillCountsANewVersionAsAChange(t *testing.T) {
 	if s.rec.resourceVersion != "12" {
 		t.Fatalf("rv %s", s.rec.resourceVersion)
 	}
-	if act, _ := decide(s, clk.Now(), 15*time.Second, "c", ""); act == actAcquire {
+	if act, _ := decide(s, clk.Now(), 15*time.Second, "c", record{}); act == actAcquire {
 		t.Fatalf("after a re-read found the same content at a new version (rv 10 -> 12, a gap): decide = acquire, observedAt %v ago; want a wait of a lease duration from this sighting (as without the racing relist)",
 			clk.Now().Sub(s.observedAt))
 	}
@@ -397,7 +397,7 @@ func TestAReadAfterAGapAtANewVersionWaitsATerm(t *testing.T) {
 	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow())
 	clk.Step(16 * time.Second)
 	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {})
-	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", ""); act == actAcquire {
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", record{}); act == actAcquire {
 		t.Fatal("control: acquire")
 	}
 }
@@ -422,7 +422,7 @@ func TestAGapKeepsTheLastKnownHoldersTerm(t *testing.T) {
 		} else {
 			o.apply(nil, "102") // the watch's Deleted event
 		}
-		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c", "")
+		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c", record{})
 		if act != actWait {
 			t.Fatalf("gap=%v: %v", gap, act)
 		}

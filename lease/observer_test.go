@@ -214,12 +214,12 @@ func TestReleasedThenDeletedLeaseIsFreeAtOnce(t *testing.T) {
 	o.apply(testLease("l", "a", 3, testNow, 10), "10")
 	o.apply(testLease("l", "", 3, testNow, 1), "11") // released
 	o.apply(nil, "12")                               // deleted
-	if act, _ := decide(o.snapshot(), clk.Now(), 10*time.Second, "me", ""); act != actCreate {
+	if act, _ := decide(o.snapshot(), clk.Now(), 10*time.Second, "me", record{}); act != actCreate {
 		t.Fatalf("after release then delete: %v, want create at once", act)
 	}
 	o.apply(testLease("l", "b", 4, testNow, 10), "13")
 	o.apply(nil, "14") // deleted while held: the term must run out first
-	if act, until := decide(o.snapshot(), clk.Now(), 10*time.Second, "me", ""); act != actWait || !until.Equal(testNow.Add(10*time.Second)) {
+	if act, until := decide(o.snapshot(), clk.Now(), 10*time.Second, "me", record{}); act != actWait || !until.Equal(testNow.Add(10*time.Second)) {
 		t.Fatalf("after a delete while held: %v until %v, want wait until the term ran out", act, until)
 	}
 }

@@ -30,15 +30,26 @@ func better(a, b Candidate) bool {
 	return a.Identity < b.Identity
 }
 
-// aliveInTerm reports whether c's record was written during the term
-// token or a later one. A candidate writes its record again when it sees a
-// new term (candidacy.sawToken), so every live candidate's record names the
-// current term within a watch event and a write of its beginning; a
-// replica that died (SIGKILL, a node lost) before the term began cannot,
-// and its record, live for candidateTTL, is passed over by the hand-offs
-// the library decides on its own. A target that died during the term costs
-// one hand-off's wait, in that term only.
-func aliveInTerm(c Candidate, token int64) bool { return c.SeenToken >= token }
+// term is a leadership: the Lease object (its UID) and the fencing token.
+type term struct {
+	lease string
+	token int64
+}
+
+// aliveInTerm reports whether c's record was written during the term t or
+// a later one on the same Lease object (a zero t: any record). A candidate
+// writes its record again when it sees a new term (candidacy.sawToken), so
+// every live candidate's record names the current term within a watch
+// event and a write of its beginning; a replica that died (SIGKILL, a node
+// lost) before the term began cannot, and its record, live for
+// candidateTTL, is passed over by the hand-offs the library decides on its
+// own, also after the Lease was re-created and its tokens started again.
+// A target that died during the term costs one hand-off's wait, in that
+// term only. A candidate of a library version that wrote neither is never
+// chosen by them.
+func aliveInTerm(c Candidate, t term) bool {
+	return t == term{} || (c.SeenLease == t.lease && c.SeenToken >= t.token)
+}
 
 // compareVersions compares semantic versions; "" (none) is the oldest.
 // Both were validated when declared; a record edited by hand that does not
@@ -67,11 +78,11 @@ func compareVersions(a, b string) int {
 // (its record names that token or a later one: see aliveInTerm), and
 // whether there is one; with onlyNewer, only candidates of a version newer
 // than own count.
-func bestCandidate(cs []Candidate, exclude string, term int64, onlyNewer bool, own string, now time.Time) (Candidate, bool) {
+func bestCandidate(cs []Candidate, exclude string, t term, onlyNewer bool, own string, now time.Time) (Candidate, bool) {
 	var best Candidate
 	found := false
 	for _, c := range cs {
-		if c.Identity == exclude || now.Sub(c.RenewTime) > candidateTTL || !aliveInTerm(c, term) {
+		if c.Identity == exclude || now.Sub(c.RenewTime) > candidateTTL || !aliveInTerm(c, t) {
 			continue
 		}
 		if onlyNewer && compareVersions(c.Version, own) <= 0 {

@@ -49,10 +49,33 @@ func TestBestCandidate(t *testing.T) {
 		{"own version none: any declared is newer", "", true, "", "new-high"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, ok := bestCandidate(cs, tc.exclude, 0, tc.onlyNewer, tc.own, now)
+			c, ok := bestCandidate(cs, tc.exclude, term{}, tc.onlyNewer, tc.own, now)
 			if got := map[bool]string{true: c.Identity, false: ""}[ok]; got != tc.want {
 				t.Fatalf("best = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A record counts as seen alive in a term only on that Lease object: after
+// the Lease was re-created, its tokens start again below what a dead
+// replica's record says it saw on the old one.
+func TestAliveInTermNeedsTheSameLease(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Candidate
+		t    term
+		want bool
+	}{
+		{"saw this term", Candidate{SeenToken: 3, SeenLease: "uid-1"}, term{"uid-1", 3}, true},
+		{"saw a later term", Candidate{SeenToken: 4, SeenLease: "uid-1"}, term{"uid-1", 3}, true},
+		{"saw only an earlier term", Candidate{SeenToken: 2, SeenLease: "uid-1"}, term{"uid-1", 3}, false},
+		{"saw a higher token on a Lease since re-created", Candidate{SeenToken: 50, SeenLease: "uid-old"}, term{"uid-new", 1}, false},
+		{"a record of a version that writes neither", Candidate{}, term{"uid-1", 1}, false},
+		{"no term asked (a hand-off the host names)", Candidate{}, term{}, true},
+	} {
+		if got := aliveInTerm(tc.c, tc.t); got != tc.want {
+			t.Errorf("%s: aliveInTerm = %v; want %v", tc.name, got, tc.want)
+		}
 	}
 }

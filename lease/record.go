@@ -93,6 +93,14 @@ func microString(t time.Time) string { return t.UTC().Format(metav1.RFC3339Micro
 // handingOff reports whether the record is a hand-off nobody took up yet.
 func (r record) handingOff() bool { return r.handOffTo != "" && r.handedOffTo(r.handOffTo) }
 
+// isWrite reports whether the record is the write w (holder, incarnation,
+// token and renewTime as a Lease stores it): a write of that candidacy at
+// that instant, which no other writer makes.
+func (r record) isWrite(w record) bool {
+	return w.exists && w.incarnation != "" && r.heldBy(w.holder, w.incarnation) && r.token == w.token &&
+		microString(r.renewTime) == microString(w.renewTime)
+}
+
 // heldBy reports whether the record names this identity and incarnation.
 func (r record) heldBy(identity, incarnation string) bool {
 	return r.exists && r.holder == identity && r.incarnation == incarnation

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -85,5 +88,37 @@ func TestHandOffRegressionCrashLoopingNewerDoesNotFlapLeadership(t *testing.T) {
 	t.Logf("hand-offs while a crash-looping 2.0.0 replica's record is live: %d", handOffCount(a.m, b.m))
 	if n := handOffCount(a.m, b.m); n != 1 {
 		t.Fatalf("%d hand-offs to a newer version that does not campaign; want the one that failed", n)
+	}
+}
+
+// The leader follows the candidate records from the version its list
+// showed: a watch without one starts with every record as an event (a real
+// API server's "send initial events"), which the loop takes for a change,
+// lists again and watches again, at round-trip speed for the whole term.
+func TestYieldToNewerWatchesFromItsList(t *testing.T) {
+	client := fake.NewClientset()
+	watched := make(chan string, 16)
+	client.PrependReactor("list", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if a.(k8stesting.ListAction).GetListRestrictions().Labels.Empty() {
+			return false, nil, nil
+		}
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "77"}}, nil
+	})
+	client.PrependWatchReactor("leases", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		if w := a.(k8stesting.WatchAction).GetWatchRestrictions(); !w.Labels.Empty() {
+			watched <- w.ResourceVersion
+		}
+		return false, nil, nil
+	})
+	a := process(t, client)
+	ea, err := a.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Version: "1.0.0", Policy: PolicyYieldToNewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rv := receive(t, watched, 5*time.Second, "the watch of the candidate records"); rv != "77" {
+		t.Fatalf("the candidate records watched from resourceVersion %q; want 77, the list's", rv)
 	}
 }

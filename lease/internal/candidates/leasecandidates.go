@@ -43,16 +43,16 @@ func (s LeaseCandidates) Remove(ctx context.Context, ns, lease, identity, rv str
 	return remove(ctx, s.Client.LeaseCandidates(ns), lease, identity, rv)
 }
 
-func (s LeaseCandidates) Watch(ctx context.Context, ns, lease string) (watch.Interface, error) {
-	return s.Client.LeaseCandidates(ns).Watch(ctx, recordsOf(lease))
+func (s LeaseCandidates) Watch(ctx context.Context, ns, lease, rv string) (watch.Interface, error) {
+	return s.Client.LeaseCandidates(ns).Watch(ctx, recordsFrom(lease, rv))
 }
 
-func (s LeaseCandidates) List(ctx context.Context, ns, lease string) ([]Record, error) {
+func (s LeaseCandidates) List(ctx context.Context, ns, lease string) ([]Record, string, error) {
 	l, err := s.Client.LeaseCandidates(ns).List(ctx, recordsOf(lease))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return recordsIn(l.Items, lease, recordOfLeaseCandidate), nil
+	return recordsIn(l.Items, lease, recordOfLeaseCandidate), l.ResourceVersion, nil
 }
 
 func (s LeaseCandidates) Get(ctx context.Context, ns, lease, identity string) (Record, bool, error) {

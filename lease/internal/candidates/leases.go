@@ -33,16 +33,16 @@ func (s Leases) Remove(ctx context.Context, ns, lease, identity, rv string) erro
 	return remove(ctx, s.Client.Leases(ns), lease, identity, rv)
 }
 
-func (s Leases) Watch(ctx context.Context, ns, lease string) (watch.Interface, error) {
-	return s.Client.Leases(ns).Watch(ctx, recordsOf(lease))
+func (s Leases) Watch(ctx context.Context, ns, lease, rv string) (watch.Interface, error) {
+	return s.Client.Leases(ns).Watch(ctx, recordsFrom(lease, rv))
 }
 
-func (s Leases) List(ctx context.Context, ns, lease string) ([]Record, error) {
+func (s Leases) List(ctx context.Context, ns, lease string) ([]Record, string, error) {
 	l, err := s.Client.Leases(ns).List(ctx, recordsOf(lease))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return recordsIn(l.Items, lease, recordOfLease), nil
+	return recordsIn(l.Items, lease, recordOfLease), l.ResourceVersion, nil
 }
 
 func (s Leases) Get(ctx context.Context, ns, lease, identity string) (Record, bool, error) {

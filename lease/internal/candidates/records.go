@@ -34,8 +34,10 @@ const (
 	VersionAnnotation  = "k8s-lease.io/candidate-version"
 	PriorityAnnotation = "k8s-lease.io/candidate-priority"
 	// SeenTokenAnnotation holds the highest fencing token of the lease the
-	// candidate had seen when it wrote the record.
+	// candidate had seen when it wrote the record, SeenLeaseAnnotation the
+	// UID of the Lease that token was on.
 	SeenTokenAnnotation = "k8s-lease.io/candidate-seen-token"
+	SeenLeaseAnnotation = "k8s-lease.io/candidate-seen-lease"
 	// Strategy is our LeaseCandidate strategy: a custom one, so
 	// Kubernetes' own coordinated leader election leaves our Leases alone.
 	Strategy = "k8s-lease.io/NewestVersion"
@@ -55,9 +57,11 @@ type Record struct {
 	Priority  int32     `json:"priority"`
 	RenewTime time.Time `json:"renew_time"`
 	// SeenToken is the highest fencing token of the lease the candidate had
-	// seen when it wrote the record: a record that names the current term's
-	// token was written by a process alive during that term.
-	SeenToken int64 `json:"seen_token"`
+	// seen when it wrote the record, on the Lease object SeenLease (its
+	// UID): a record that names the current term's token on the current
+	// Lease was written by a process alive during that term.
+	SeenToken int64  `json:"seen_token"`
+	SeenLease string `json:"seen_lease_uid,omitempty"`
 }
 
 // Store is what Leases and LeaseCandidates do, the store Registry picks:
@@ -69,9 +73,9 @@ type Store interface {
 	Kind() string
 	Put(ctx context.Context, ns, lease string, r Record) (rv string, err error)
 	Remove(ctx context.Context, ns, lease, identity, rv string) error
-	List(ctx context.Context, ns, lease string) ([]Record, error)
+	List(ctx context.Context, ns, lease string) (records []Record, rv string, err error)
 	Get(ctx context.Context, ns, lease, identity string) (r Record, found bool, err error)
-	Watch(ctx context.Context, ns, lease string) (watch.Interface, error)
+	Watch(ctx context.Context, ns, lease, rv string) (watch.Interface, error)
 }
 
 // RecordName is the record's name: "<lease>-candidate-<identity>" when
@@ -101,6 +105,15 @@ func ofValue(lease string) string {
 // recordsOf selects the records of lease (list and watch).
 func recordsOf(lease string) metav1.ListOptions {
 	return metav1.ListOptions{LabelSelector: OfLabel + "=" + ofValue(lease)}
+}
+
+// recordsFrom selects the records of lease for a watch from rv (the
+// version a list answered at: a watch from none starts with every record
+// as an event).
+func recordsFrom(lease, rv string) metav1.ListOptions {
+	opts := recordsOf(lease)
+	opts.ResourceVersion = rv
+	return opts
 }
 
 // ErrNotOurRecord: an object of the record's name exists that the library
@@ -210,7 +223,7 @@ func recordsIn[T any](items []T, lease string, read func(*T, string) (Record, bo
 // annotations are what a record declares, and key: value of its kind.
 func annotations(r Record, key, value string) map[string]string {
 	return map[string]string{VersionAnnotation: r.Version, PriorityAnnotation: strconv.Itoa(int(r.Priority)),
-		SeenTokenAnnotation: strconv.FormatInt(r.SeenToken, 10), key: value}
+		SeenTokenAnnotation: strconv.FormatInt(r.SeenToken, 10), SeenLeaseAnnotation: r.SeenLease, key: value}
 }
 
 // fromAnnotations is the record of identity, renewed at renew (nil: never),
@@ -223,6 +236,7 @@ func fromAnnotations(identity string, annotations map[string]string, renew *meta
 	if t, err := strconv.ParseInt(annotations[SeenTokenAnnotation], 10, 64); err == nil {
 		r.SeenToken = t
 	}
+	r.SeenLease = annotations[SeenLeaseAnnotation]
 	if renew != nil {
 		r.RenewTime = renew.Time
 	}

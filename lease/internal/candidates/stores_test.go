@@ -136,7 +136,7 @@ func TestPutLeavesAForeignObjectOfTheRecordNameUntouched(t *testing.T) {
 			if _, err := store.Put(ctx, "ns", "l", Record{Identity: "b", RenewTime: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
-			rs, err := store.List(ctx, "ns", "l")
+			rs, _, err := store.List(ctx, "ns", "l")
 			if err != nil || len(rs) != 1 || rs[0].Identity != "b" {
 				t.Fatalf("List = %+v, %v; want b's record alone", rs, err)
 			}
@@ -154,13 +154,13 @@ func TestCandidateRecordRoundTrip(t *testing.T) {
 		t.Run(kind.name, func(t *testing.T) {
 			client := fake.NewClientset()
 			store := kind.store(client)
-			want := Record{Identity: "a", Version: "1.2.3", Priority: 7, RenewTime: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC), SeenToken: 42}
+			want := Record{Identity: "a", Version: "1.2.3", Priority: 7, RenewTime: time.Date(2026, 12, 6, 3, 0, 0, 0, time.UTC), SeenToken: 42, SeenLease: "uid-1"}
 			if _, err := store.Put(t.Context(), "ns", "l", want); err != nil {
 				t.Fatal(err)
 			}
 			got, found, err := store.Get(t.Context(), "ns", "l", "a")
 			if err != nil || !found || got.Identity != want.Identity || got.Version != want.Version || got.Priority != want.Priority ||
-				!got.RenewTime.Equal(want.RenewTime) || got.SeenToken != want.SeenToken {
+				!got.RenewTime.Equal(want.RenewTime) || got.SeenToken != want.SeenToken || got.SeenLease != want.SeenLease {
 				t.Fatalf("read back %+v, found %v, %v; want %+v", got, found, err, want)
 			}
 		})
