@@ -48,7 +48,7 @@ type endpointStore interface {
 	Withdraw(ctx context.Context, p endpoints.Publication) error
 	// RetireStale empties the Service's slice if the term that wrote it is
 	// over by the Lease's record (seen: the term the caller saw; nil: none).
-	RetireStale(ctx context.Context, namespace, service, lease string, seen *endpoints.Term) (endpoints.Retired, error)
+	RetireStale(ctx context.Context, namespace, service, lease, self string, seen *endpoints.Term) (endpoints.Retired, error)
 }
 
 // ErrEndpointExists: the election already publishes another endpoint.
@@ -77,6 +77,11 @@ type route struct {
 	checked   shownTerm
 	checkedOK bool
 	checking  bool
+	// refused is the last refusal reported as an Event (superseded): the
+	// same one again is counted and logged, not another Event, so that a
+	// retry every 30 s does not spend the Lease's Event budget, which its
+	// loss Event shares.
+	refused string
 }
 
 // shownTerm is the term a snapshot of the Lease shows (gone: no Lease).
@@ -246,8 +251,12 @@ func (e *Election) publish(ctx context.Context, store endpointStore, p endpoints
 // The retries route to this leader once the stale slice is deleted.
 func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoints.Publication, err error) (retry bool) {
 	e.stats.EndpointSuperseded()
+	// A leader whose Lease was deleted and re-created is refused by the
+	// slice of the Lease that exists now, whose leader may live: it steps
+	// down at its next renewal, and must not advise deleting that slice.
+	recreated := errors.Is(err, endpoints.ErrLeaseRecreated)
 	e.mu.Lock()
-	leads := e.validLocked()
+	leads := e.validLocked() && !recreated
 	e.mu.Unlock()
 	msg := fmt.Sprintf("%s's endpoint %s:%d for Service %s (token %d) was refused: %v", p.Identity, p.Address, p.Port, p.Service, p.Token, err)
 	if leads {
@@ -255,7 +264,13 @@ func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoi
 			"delete EndpointSlice %s/%s to route to %s (retrying)", p.Namespace, endpoints.SliceName(p.Service), p.Identity)
 	}
 	logf(LevelWarning, "lease %s: %s", e.key, msg)
-	if e.events != nil {
+	e.mu.Lock()
+	report := e.route != nil && e.route.refused != msg
+	if report {
+		e.route.refused = msg
+	}
+	e.mu.Unlock()
+	if e.events != nil && report {
 		_, uid := e.eventFacts()
 		e.recordEvent(uid, kubeapi.EventTypeWarning, msg)
 	}
@@ -299,19 +314,31 @@ func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
 		if e.trackAsync != nil {
 			ctx, done = e.trackAsync() // Shutdown waits for it, or cancels it
 		}
+		// It ends with the candidacy too, and one registered after the
+		// candidacy ended (a Shutdown may have gathered the work before)
+		// does nothing.
+		ctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(e.ctx, cancel)
 		var hint *endpoints.Term
 		if !seen.gone {
 			hint = &seen.term
 		}
 		go func() {
 			defer done()
-			checked := e.retireStale(ctx, r.store, r.endpoint.Service, hint)
+			defer cancel()
+			defer stop()
+			checked := e.ctx.Err() == nil && e.retireStale(ctx, r.store, r.endpoint.Service, hint)
 			e.mu.Lock()
 			r.checking = false
 			if checked {
 				r.checked, r.checkedOK = seen, true
 			}
 			e.mu.Unlock()
+			if checked {
+				// The Lease may show another term by now, which the
+				// candidate loop saw while this check ran and skipped.
+				e.clearStaleRoute(e.obs.snapshot())
+			}
 		}()
 	}
 }
@@ -330,7 +357,7 @@ func (e *Election) retireStale(ctx context.Context, store endpointStore, service
 	}()
 	ctx, cancel := context.WithTimeout(ctx, e.endpointTimeout())
 	defer cancel()
-	got, err := store.RetireStale(ctx, e.key.Namespace, service, e.key.Name, seen)
+	got, err := store.RetireStale(ctx, e.key.Namespace, service, e.key.Name, e.identity, seen)
 	if err != nil {
 		logf(LevelInfo, "lease %s: checking Service %s/%s's EndpointSlice for an ended term's endpoint: %v", e.key, e.key.Namespace, service, err)
 		return false

@@ -20,6 +20,7 @@ import (
 	"github.com/k8s-lease/k8s-lease/lease/internal/endpoints"
 	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry"
 	"github.com/k8s-lease/k8s-lease/lease/internal/telemetry/telemetrytest"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // A dead leader's endpoint: leader "a" published 10.0.0.9 with token 5 on
@@ -331,4 +332,78 @@ func TestOnlyACandidateClearsStaleRoutes(t *testing.T) {
 	if checking || sliceReads(cs) != 0 {
 		t.Fatal("an ended election checked the slice")
 	}
+}
+
+// The candidate loop itself checks: a running standby, its endpoint
+// configured while the dead leader's term still holds the Lease, empties
+// the slice once a plain client-go candidate took the Lease over.
+func TestARunningStandbyEmptiesTheSliceAfterATakeover(t *testing.T) {
+	cs := fake.NewClientset(deadLeadersSlice(), heldLease("uid-l", "a", "inc-a", 5))
+	e, _, _ := standbyOn(t, cs)
+	if err := e.publishEndpoint(endpoints.Store{Client: clientsetapi.Wrap(cs)}, testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	checkedTerm(t, e) // against a's term: left alone
+	e.start()
+	t.Cleanup(func() { _ = e.Cancel() })
+	awaitWaitingIn(t, "(*Election).waitFor", 1) // the campaign waits out a's term
+	if !routesTo(sliceOf(t, cs), deadAddress) {
+		t.Fatal("emptied while a's term holds the Lease")
+	}
+	if _, err := cs.CoordinationV1().Leases("ns").Update(context.Background(), heldLease("uid-l", "b", "", 6), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(5*time.Second, func() bool { return !routesTo(sliceOf(t, cs), deadAddress) }) {
+		t.Fatalf("a running standby left the dead leader's endpoint after b took the Lease: %v", sliceOf(t, cs).Endpoints)
+	}
+}
+
+// A check still running when the Lease shows a new term (the check of a's
+// term held in its read of the slice) is followed by one of the new term
+// as it ends, not only at the Lease's next change (after a deletion, none
+// comes).
+func TestACheckRunningAtATermChangeIsFollowedByOneOfTheNewTerm(t *testing.T) {
+	cs := fake.NewClientset(deadLeadersSlice(), heldLease("uid-l", "a", "inc-a", 5))
+	e, _, _ := standbyOn(t, cs)
+	e.start()
+	t.Cleanup(func() { _ = e.Cancel() })
+	held, release := make(chan struct{}), make(chan struct{})
+	client := slowFirstSliceGet{clientsetapi.Wrap(cs), held, release, &sync.Once{}}
+	if err := e.publishEndpoint(endpoints.Store{Client: client}, testEndpoint); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, held, 5*time.Second, "the check of a's term reading the slice")
+	if _, err := cs.CoordinationV1().Leases("ns").Update(context.Background(), heldLease("uid-l", "b", "", 6), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the standby sees b", func() bool { return e.obs.snapshot().rec.holder == "b" })
+	awaitWaitingIn(t, "(*Election).waitFor", 1) // its loop looked at b's term, with a check running
+	close(release)
+	if !waitUntil(4*time.Second, func() bool { return !routesTo(sliceOf(t, cs), deadAddress) }) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		t.Fatalf("4 s after b took the Lease the Service still routes to dead a (checked %+v, checking %v)", e.route.checked, e.route.checking)
+	}
+}
+
+// slowFirstSliceGet holds the first read of an EndpointSlice until release
+// is closed (announcing it on held).
+type slowFirstSliceGet struct {
+	kubeapi.Client
+	held, release chan struct{}
+	once          *sync.Once
+}
+
+func (s slowFirstSliceGet) EndpointSlices(ns string) kubeapi.EndpointSlices {
+	return slowFirstSliceGets{s.Client.EndpointSlices(ns), s}
+}
+
+type slowFirstSliceGets struct {
+	kubeapi.EndpointSlices
+	s slowFirstSliceGet
+}
+
+func (g slowFirstSliceGets) Get(ctx context.Context, name string) (*kubeapi.EndpointSlice, error) {
+	g.s.once.Do(func() { close(g.s.held); <-g.s.release })
+	return g.EndpointSlices.Get(ctx, name)
 }

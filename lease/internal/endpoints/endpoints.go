@@ -63,6 +63,10 @@ var (
 	// ErrSuperseded: the slice carries a higher fencing token (a newer
 	// leader's); nothing was written.
 	ErrSuperseded = errors.New("superseded: the EndpointSlice carries a higher fencing token (a newer leader's)")
+	// ErrLeaseRecreated: with ErrSuperseded, the slice is of a Lease
+	// object that exists now, and this term's Lease is gone (deleted and
+	// re-created): not a stale token.
+	ErrLeaseRecreated = errors.New("this term's Lease was deleted and re-created")
 	// ErrNotOurs: an object of the slice's name exists and is not this
 	// election's (not managed by ManagedBy, or published for another Lease);
 	// nothing was written, and it is never overwritten.
@@ -335,7 +339,10 @@ type Retired struct {
 // whoever leads now publishes nothing (a plain client-go candidate, one of
 // ours without an endpoint, a term whose token is below the slice's). A
 // slice of the term seen (the one the caller believes current; nil: none)
-// is left alone without reading the Lease.
+// is left alone without reading the Lease, and so is a slice when the
+// Lease is held by self (the caller's identity: its own publisher writes
+// the slice of its term; a check it began as a standby can end after it
+// was elected).
 //
 // The write is an update on the version read: a slice written since (the
 // current leader's) is never touched; objects not ours, slices of another
@@ -344,7 +351,7 @@ type Retired struct {
 // emptied slice carries that term, so that no write of the ended one
 // lands after it; else it keeps its own: a token never falls. Retries as
 // Publish.
-func (s Store) RetireStale(ctx context.Context, namespace, service, lease string, seen *Term) (Retired, error) {
+func (s Store) RetireStale(ctx context.Context, namespace, service, lease, self string, seen *Term) (Retired, error) {
 	if err := validate.Key(namespace, lease); err != nil {
 		return Retired{}, err
 	}
@@ -377,8 +384,8 @@ func (s Store) RetireStale(ctx context.Context, namespace, service, lease string
 			return nil, p.fail("read the lease", err)
 		default:
 			out.Now = Term{LeaseUID: l.UID, Token: int64(ptrOr(l.Spec.LeaseTransitions, 0)), Holder: ptrOr(l.Spec.HolderIdentity, "")}
-			if was.is(out.Now) {
-				return nil, nil // the current term's
+			if was.is(out.Now) || out.Now.Holder == self {
+				return nil, nil // the current term's, or the caller's own to write
 			}
 		}
 		empty := *cur
@@ -562,7 +569,7 @@ func (s Store) mayReplace(ctx context.Context, p Publication, cur *kubeapi.Endpo
 			return p.fail("read the lease of another UID's slice", err)
 		}
 		if l.UID != p.LeaseUID {
-			return p.superseded(cur, fmt.Sprintf("this term's Lease (UID %s) is gone; the Lease is now UID %s", p.LeaseUID, l.UID))
+			return fmt.Errorf("%w: %w (UID %s; the Lease is now UID %s)", p.superseded(cur, "the slice is of the Lease that exists now"), ErrLeaseRecreated, p.LeaseUID, l.UID)
 		}
 		return nil // the slice is of a Lease that no longer exists
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -252,7 +253,13 @@ func TestALateFillCannotLandAfterTheWithdrawal(t *testing.T) {
 	ctx, giveUp := context.WithCancel(context.Background())
 	published := make(chan error, 1)
 	go func() { published <- late.Publish(ctx, term("a", 3, "10.0.0.1")) }()
-	<-held // created; the update that fills it is on its way
+	select { // created; the update that fills it is on its way
+	case <-held:
+	case err := <-published:
+		t.Fatalf("Publish wrote the slice without an update after its create (%v): no fill to hold", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no write of the slice held within 10 s")
+	}
 	giveUp()
 	if err := <-published; err == nil {
 		t.Fatal("Publish whose update was given up returned nil")

@@ -35,7 +35,7 @@ func (a *api) lease(uid types.UID, holder string, token int32) {
 
 func (a *api) retire(seen *Term) Retired {
 	a.t.Helper()
-	got, err := a.store.RetireStale(context.Background(), testNS, "db", "db-lease", seen)
+	got, err := a.store.RetireStale(context.Background(), testNS, "db", "db-lease", "standby", seen)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -94,6 +94,18 @@ func TestRetireStaleEmptiesTheSliceOfATermTheLeaseNoLongerShows(t *testing.T) {
 // ours and no slice at all are left alone; a slice of the term the caller
 // saw is left alone without reading the Lease.
 func TestRetireStaleLeavesAllElseAlone(t *testing.T) {
+	// A check begun as a standby that ends after the standby was elected:
+	// its own publisher writes the slice of its term.
+	t.Run("a Lease the caller holds", func(t *testing.T) {
+		a := newAPI(t)
+		a.publish(deadTerm())
+		a.lease("uid-l", "standby", 6)
+		a.writes()
+		if got := a.retire(nil); got.Emptied {
+			t.Fatalf("RetireStale emptied the slice while the Lease names the caller: %+v", got)
+		}
+		a.noWrites()
+	})
 	t.Run("the current term's", func(t *testing.T) {
 		a := newAPI(t)
 		a.publish(deadTerm())
@@ -197,7 +209,7 @@ func TestRetireStaleWritesNothingWhenTheLeaseCannotBeRead(t *testing.T) {
 	forbidden := errors.New("leases is forbidden")
 	a.client.PrependReactor("get", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) { return true, nil, forbidden })
 	a.writes()
-	if _, err := a.store.RetireStale(context.Background(), testNS, "db", "db-lease", nil); !errors.Is(err, forbidden) {
+	if _, err := a.store.RetireStale(context.Background(), testNS, "db", "db-lease", "standby", nil); !errors.Is(err, forbidden) {
 		t.Fatalf("RetireStale: %v; want the Lease's read error", err)
 	}
 	a.noWrites()
