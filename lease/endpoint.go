@@ -277,7 +277,7 @@ func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoi
 	if !leads || ctx.Err() != nil {
 		return false
 	}
-	e.retireStale(ctx, store, p.Service, &endpoints.Term{LeaseUID: p.LeaseUID, Token: p.Token, Holder: p.Identity})
+	e.retireStale(ctx, store, p.Service, "", &endpoints.Term{LeaseUID: p.LeaseUID, Token: p.Token, Holder: p.Identity})
 	return true
 }
 
@@ -327,7 +327,9 @@ func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
 			defer done()
 			defer cancel()
 			defer stop()
-			checked := e.ctx.Err() == nil && e.retireStale(ctx, r.store, r.endpoint.Service, hint)
+			// A Lease that names this candidacy by the time it reads it is
+			// its own publisher's to write (it was elected meanwhile).
+			checked := e.ctx.Err() == nil && e.retireStale(ctx, r.store, r.endpoint.Service, e.identity, hint)
 			e.mu.Lock()
 			r.checking = false
 			if checked {
@@ -345,10 +347,11 @@ func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
 
 // retireStale empties the slice of service when the term that wrote it is
 // over by the Lease's record (endpoints.Store.RetireStale; seen is the
-// term this election believes current), within one endpoint timeout, and
-// reports it: counted, logged and a Warning Event. checked is false when
-// the check could not be made.
-func (e *Election) retireStale(ctx context.Context, store endpointStore, service string, seen *endpoints.Term) (checked bool) {
+// term this election believes current; a Lease held by self is left to
+// its publisher, "": none), within one endpoint timeout, and reports it:
+// counted, logged and a Warning Event. checked is false when the check
+// could not be made.
+func (e *Election) retireStale(ctx context.Context, store endpointStore, service, self string, seen *endpoints.Term) (checked bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			logf(LevelError, "lease %s: checking Service %s's EndpointSlice for an ended term's endpoint: %v", e.key, service, panicError(p))
@@ -357,7 +360,7 @@ func (e *Election) retireStale(ctx context.Context, store endpointStore, service
 	}()
 	ctx, cancel := context.WithTimeout(ctx, e.endpointTimeout())
 	defer cancel()
-	got, err := store.RetireStale(ctx, e.key.Namespace, service, e.key.Name, e.identity, seen)
+	got, err := store.RetireStale(ctx, e.key.Namespace, service, e.key.Name, self, seen)
 	if err != nil {
 		logf(LevelInfo, "lease %s: checking Service %s/%s's EndpointSlice for an ended term's endpoint: %v", e.key, e.key.Namespace, service, err)
 		return false

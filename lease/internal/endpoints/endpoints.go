@@ -340,9 +340,9 @@ type Retired struct {
 // ours without an endpoint, a term whose token is below the slice's). A
 // slice of the term seen (the one the caller believes current; nil: none)
 // is left alone without reading the Lease, and so is a slice when the
-// Lease is held by self (the caller's identity: its own publisher writes
-// the slice of its term; a check it began as a standby can end after it
-// was elected).
+// Lease is held by self (the caller's identity, "": none: its own
+// publisher writes the slice of its term; a check it began as a standby
+// can end after it was elected).
 //
 // The write is an update on the version read: a slice written since (the
 // current leader's) is never touched; objects not ours, slices of another
@@ -384,7 +384,7 @@ func (s Store) RetireStale(ctx context.Context, namespace, service, lease, self 
 			return nil, p.fail("read the lease", err)
 		default:
 			out.Now = Term{LeaseUID: l.UID, Token: int64(ptrOr(l.Spec.LeaseTransitions, 0)), Holder: ptrOr(l.Spec.HolderIdentity, "")}
-			if was.is(out.Now) || out.Now.Holder == self {
+			if was.is(out.Now) || (self != "" && out.Now.Holder == self) {
 				return nil, nil // the current term's, or the caller's own to write
 			}
 		}
