@@ -12,9 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
@@ -26,14 +26,15 @@ import (
 func handOffPair(t *testing.T) (a, b *Manager, ea, eb *Election, client *fake.Clientset) {
 	t.Helper()
 	client = fake.NewClientset()
-	newM := func() *Manager {
-		m := NewManager(clock.RealClock{})
-		m.SetClient(clientsetapi.Wrap(client))
-		m.SetEvents(false)
-		t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
-		return m
-	}
-	a, b = newM(), newM()
+	a, b, ea, eb = campaigningPair(t, client, client)
+	return a, b, ea, eb, client
+}
+
+// campaigningPair is a leader "a", a process on clientA, and a standby "b"
+// on clientB that follows the lease and has recorded its candidacy.
+func campaigningPair(t *testing.T, clientA, clientB kubernetes.Interface) (a, b *Manager, ea, eb *Election) {
+	t.Helper()
+	a, b = process(t, clientA), process(t, clientB)
 	var err error
 	if ea, err = a.RunElection("ns", "l", "a", unitTiming); err != nil {
 		t.Fatal(err)
@@ -49,7 +50,7 @@ func handOffPair(t *testing.T) (a, b *Manager, ea, eb *Election, client *fake.Cl
 		cs, err := a.Candidates("ns", "l")
 		return s.synced && s.rec.holder == "a" && err == nil && len(cs) == 2
 	})
-	return a, b, ea, eb, client
+	return a, b, ea, eb
 }
 
 func TestHandOffToACampaigningCandidate(t *testing.T) {
@@ -275,22 +276,7 @@ func lostAnswerPair(t *testing.T, loseA, loseB func(*coordinationv1.Lease) bool)
 	t.Helper()
 	client = fake.NewClientset()
 	enforceResourceVersions(client)
-	a, b = process(t, losingAnswers(client, loseA)), process(t, losingAnswers(client, loseB))
-	var err error
-	if ea, err = a.RunElection("ns", "l", "a", unitTiming); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ea.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if eb, err = b.RunElection("ns", "l", "b", unitTiming); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b follows the lease and has recorded its candidacy", func() bool {
-		s := eb.obs.snapshot()
-		cs, err := a.Candidates("ns", "l")
-		return s.synced && s.rec.holder == "a" && err == nil && len(cs) == 2
-	})
+	a, b, ea, eb = campaigningPair(t, losingAnswers(client, loseA), losingAnswers(client, loseB))
 	return a, b, ea, eb, client
 }
 

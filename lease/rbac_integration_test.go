@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,12 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
@@ -64,6 +68,20 @@ func applyManifest(t *testing.T, file string, dryRun bool) {
 			api := itAdmin.CoreV1().Services(itNamespace)
 			_, err = api.Create(ctx, o, opts)
 			remove = func() { removeWhenDone[*corev1.Service](t, api, "service", o.Name) }
+		case *flowcontrolv1.FlowSchema: // cluster-scoped: it names the namespace itself
+			for i := range o.Spec.Rules {
+				for j := range o.Spec.Rules[i].Subjects {
+					if sa := o.Spec.Rules[i].Subjects[j].ServiceAccount; sa != nil {
+						sa.Namespace = itNamespace
+					}
+				}
+				for j := range o.Spec.Rules[i].ResourceRules {
+					o.Spec.Rules[i].ResourceRules[j].Namespaces = []string{itNamespace}
+				}
+			}
+			api := itAdmin.FlowcontrolV1().FlowSchemas()
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*flowcontrolv1.FlowSchema](t, api, "flowschema", o.Name) }
 		default:
 			t.Fatalf("unexpected object %T in deploy/%s", obj, file)
 		}
@@ -399,5 +417,92 @@ func bindRole(t *testing.T, sa string) {
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: itNamespace}}}
 	if _, err := itAdmin.RbacV1().RoleBindings(itNamespace).Create(context.Background(), binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// flowOf records, per request method, the FlowSchema and priority level
+// (their UIDs) API Priority and Fairness classified the last request in:
+// the API server names them in every answer.
+type flowOf struct {
+	mu   sync.Mutex
+	seen map[string][2]string
+}
+
+func (f *flowOf) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			f.mu.Lock()
+			f.seen[req.Method] = [2]string{resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")}
+			f.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (f *flowOf) of(method string) [2]string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen[method]
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// The FlowSchema of deploy/ puts the candidates' Lease requests, renewals
+// (a JSON patch) included, in the priority level leader-election; without
+// it they are the ServiceAccount's like any other request
+// (service-accounts, workload-low), which another tenant can fill.
+func TestFlowSchemaPutsTheCandidatesLeaseRequestsInLeaderElection(t *testing.T) {
+	applyManifest(t, "rbac.yaml", false)
+	flows := &flowOf{seen: map[string][2]string{}}
+	cfg := serviceAccountConfig(t, "metadata-master")
+	cfg.WrapTransport = flows.wrap
+	sa, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	leases := sa.CoordinationV1().Leases(itNamespace)
+	renewal := []byte(`[{"op":"test","path":"/metadata/name","value":"metadata-master"}]`)
+	send := func() {
+		_, _ = leases.Get(ctx, "metadata-master", metav1.GetOptions{}) // found or not: classified all the same
+		_, _ = leases.Patch(ctx, "metadata-master", types.JSONPatchType, renewal, metav1.PatchOptions{})
+	}
+	uid := func(what string, get func() (metav1.Object, error)) string {
+		t.Helper()
+		o, err := get()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return string(o.GetUID())
+	}
+	fc := itAdmin.FlowcontrolV1()
+	serviceAccounts := uid("FlowSchema service-accounts", func() (metav1.Object, error) {
+		return fc.FlowSchemas().Get(ctx, "service-accounts", metav1.GetOptions{})
+	})
+	leaderElection := uid("PriorityLevelConfiguration leader-election", func() (metav1.Object, error) {
+		return fc.PriorityLevelConfigurations().Get(ctx, "leader-election", metav1.GetOptions{})
+	})
+	send()
+	if got := flows.of(http.MethodPatch); got[0] != serviceAccounts {
+		t.Fatalf("without the FlowSchema a renewal is classified in FlowSchema %q; want service-accounts (%s): the negative control", got[0], serviceAccounts)
+	}
+	applyManifest(t, "flowschema.yaml", false)
+	ours := uid("FlowSchema metadata-master-leader-election", func() (metav1.Object, error) {
+		return fc.FlowSchemas().Get(ctx, "metadata-master-leader-election", metav1.GetOptions{})
+	})
+	eventually(t, 30*time.Second, "the API server classifying by the new FlowSchema", func() bool {
+		send()
+		return flows.of(http.MethodPatch)[0] == ours
+	})
+	t.Logf("FlowSchema UIDs: service-accounts %s, ours %s; priority level leader-election %s; last GET in %v, PATCH in %v",
+		serviceAccounts, ours, leaderElection, flows.of(http.MethodGet), flows.of(http.MethodPatch))
+	for _, m := range []string{http.MethodGet, http.MethodPatch} {
+		if got := flows.of(m); got != [2]string{ours, leaderElection} {
+			t.Errorf("%s of the Lease by the candidates' ServiceAccount: FlowSchema %s, priority level %s; want %s, leader-election (%s)",
+				m, got[0], got[1], ours, leaderElection)
+		}
 	}
 }
