@@ -393,6 +393,11 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 		e.mu.Lock()
 		e.unanswered = recordOf(l)
 		e.mu.Unlock()
+		if outcomeUnknown(err) {
+			// Unanswered: its connection may hang on a frozen API server,
+			// and the next try would wait on it too.
+			e.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": acquisition unanswered")
+		}
 		return err
 	}
 	e.obs.apply(got, got.ResourceVersion)

@@ -461,3 +461,23 @@ func TestAnAcquisitionThatKeepsLandingRefusedBacksOff(t *testing.T) {
 	eventually(t, 5*time.Second, "the adoption after the backoff", func() bool { return countUpdatesBy(server, "b") == 3 })
 	awaitWaitingIn(t, "(*Election).sleep", 1)
 }
+
+// An acquisition left unanswered closes the connections silent since it
+// was sent (its API server may be frozen), as a renewal does.
+func TestAnUnansweredAcquisitionRedials(t *testing.T) {
+	server := fake.NewClientset(leaseAt("", 1, testNow, 1, "5")) // released
+	enforceResourceVersions(server)
+	m := process(t, losingAnswers(server, once(heldByIdentity("b"))))
+	closer := &closerLog{}
+	m.redial = &redialer{conns: closer}
+	e, err := m.RunElection("ns", "l", "b", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(closer.sinces()); n != 1 {
+		t.Fatalf("%d rounds of closing silent connections; want 1, after the unanswered acquisition", n)
+	}
+}

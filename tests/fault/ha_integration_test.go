@@ -361,6 +361,58 @@ type holderSample struct {
 	err    error
 }
 
+// A standby behind a frozen API server still takes over a dead leader: the
+// standbys' connections sit on API server 0 (the load balancer pinned
+// while they started), the leader goes straight to API server 1, API
+// server 0 is SIGSTOPped, and the leader is SIGKILLed 1 s later. The
+// standbys' watches of the held Lease go quiet; after two retry periods
+// they are relisted on connections dialled anew (round robin: API server 1
+// or 0), and a standby leads a lease duration after the last renewal it
+// saw. Reported: the takeover after the leader's last renewal (the bound
+// to reach: leaseDuration + 2 retry periods); required: a standby leads
+// while API server 0 is still frozen (within 20 s), never before a lease
+// duration after the last renewal.
+func TestHAStandbyBehindAFrozenAPIServerTakesOver(t *testing.T) {
+	t.Parallel()
+	bed := startHABed(t)
+	s := newScenarioOn(t, haTiming, bed)
+	if err := bed.PinLB(0, 1000); err != nil {
+		t.Fatal(err)
+	}
+	procs, term := s.startThree("standbyfreeze", [3]string{topology.APIServerContext(1), "", ""})
+	samples := watchLease(t, directClient(t, bed, 1), s.lease)
+	time.Sleep(2 * time.Second) // the standbys see renewals
+	if err := bed.PinLB(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := [2][]int{apiServersOf(bed, procs[1].pid()), apiServersOf(bed, procs[2].pid())}
+	a := bed.APIServer(0)
+	frozenAt := history.Now()
+	if err := a.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	thaw := once(t, a.Thaw)
+	defer thaw()
+	sleepUntil(frozenAt + int64(time.Second))
+	s.sigkill(procs[0])
+	next, nextTerm := s.awaitLeader(20*time.Second, term.Start) // API server 0 still frozen
+	thaw()
+	got := samples.stop()
+	renewedAt := lastRenewal(got, procs[0].id, term.Token)
+	r := s.stopAndVerify()
+	after := time.Duration(nextTerm.Start - renewedAt)
+	t.Logf("standbys on API servers %v and %v; API server 0 frozen, the leader killed 1 s later: %s led (token %d) %v after the leader's last renewal, %v after the freeze",
+		before[0], before[1], next.id, nextTerm.Token, after.Round(time.Millisecond), time.Duration(nextTerm.Start-frozenAt).Round(time.Millisecond))
+	figure(t, "standby-behind-frozen-apiserver", "takeover_after_last_renewal", after, "bound", s.timing.lease+2*s.timing.retry,
+		"standbys_on", fmt.Sprint(before), "violations", len(r.Violations))
+	if renewedAt == 0 {
+		t.Fatal("no renewal of the leader was read")
+	}
+	if after < s.timing.lease-10*time.Millisecond {
+		t.Errorf("%s took over %v after the leader's last renewal, want >= leaseDuration %v", next.id, after, s.timing.lease)
+	}
+}
+
 // 3. A stale watch cache: API server 0 is cut off from etcd for 12 s
 // (more than two lease durations) while the leader renews through API
 // server 1. A standby straight on API server 0 sees no renewal for longer
