@@ -385,22 +385,7 @@ func TestAnAcquisitionAnsweredConflictAfterItLandedIsAdoptedOrReleased(t *testin
 				}
 				return err
 			}}
-			a, b := process(t, client), process(t, landedThenConflict)
-			ea, err := a.RunElection("ns", "l", "a", unitTiming)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ea.WaitElected(5 * time.Second); err != nil {
-				t.Fatal(err)
-			}
-			eb, err := b.RunElection("ns", "l", "b", unitTiming)
-			if err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, 5*time.Second, "b's candidate record", func() bool {
-				cs, err := a.Candidates("ns", "l")
-				return err == nil && len(cs) == 2
-			})
+			a, b, _, eb := campaigningPair(t, client, landedThenConflict)
 			if err := a.HandOff("ns", "l", "b", 5*time.Second); err != nil {
 				t.Fatal(err)
 			}
