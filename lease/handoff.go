@@ -136,7 +136,7 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, t term, fa
 	case !aliveInTerm(c, t):
 		return fmt.Errorf("hand off lease %s: %w: %q's candidate record was written before this term (fencing token %d, it saw %d of Lease %q): it may have died since",
 			key, errTargetNotSeen, to, t.token, c.SeenToken, c.SeenLease)
-	case !failedAt.IsZero() && !c.RenewTime.After(failedAt):
+	case failedSince(c, failedAt):
 		return fmt.Errorf("hand off lease %s: %w: a hand-off to %q failed at %s and its record is older", key, errTargetNotSeen, to,
 			failedAt.Format(time.RFC3339))
 	}
@@ -275,6 +275,12 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 // this is taken for gone, and the lease released.
 func ownHandOffWait(t Timing) time.Duration { return min(t.RenewDeadline, time.Second) }
 
+// failedSince reports a candidate a hand-off failed on at failedAt (zero:
+// none) whose record was not written since: it has not campaigned again.
+func failedSince(c Candidate, failedAt time.Time) bool {
+	return !failedAt.IsZero() && !c.RenewTime.After(failedAt)
+}
+
 // handOffFailedAt is when a hand-off to to last failed, from the Lease.
 func handOffFailedAt(l *coordinationv1.Lease, to string) time.Time {
 	if l == nil {
@@ -303,10 +309,7 @@ func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string,
 	e.mu.Lock()
 	t, written := e.termLocked(), e.written
 	e.mu.Unlock()
-	cs = slices.DeleteFunc(cs, func(c Candidate) bool {
-		failedAt := handOffFailedAt(written, c.Identity)
-		return !failedAt.IsZero() && !c.RenewTime.After(failedAt)
-	})
+	cs = slices.DeleteFunc(cs, func(c Candidate) bool { return failedSince(c, handOffFailedAt(written, c.Identity)) })
 	c, ok := bestCandidate(cs, e.identity, t, false, "", time.Now())
 	return c.Identity, ok
 }
