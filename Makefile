@@ -10,6 +10,8 @@
 #   make soak            the fault suite's churn, >= 1000 leader changes
 #   make integration-ha  the fault scenarios on the HA bed (3 etcd members, 2 API servers)
 #   make soak-ha         the HA bed's nemesis soak, SOAK minutes (default 60)
+#   make ha-rivals       every control-plane member's faults and the noisy
+#                        tenant, ours beside client-go (~10 min)
 #   make fuzz            every fuzz target (FUZZTIME=100000x inputs each by default)
 
 SHELL := /bin/bash
@@ -45,7 +47,7 @@ ASSETS_SCRIPT := hack/envtest-assets/build.sh
 with_assets_of = set -o pipefail; dir=$$(bash $(ASSETS_SCRIPT) $(1) | tail -n 1); export KUBEBUILDER_ASSETS=$$dir;
 with_assets = $(call with_assets_of,)
 
-.PHONY: panic-unit fuzz soak soak-ha all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault integration-ha cmake-build cpp-test test demo demo-programs demo-example demo-check bench clean
+.PHONY: panic-unit fuzz soak soak-ha ha-rivals all deps lib envtest-assets envtest-server check-deps vet tidy-check version-check header-check combined-check toolchain-check unit integration integration-packages integration-fault integration-ha cmake-build cpp-test test demo demo-programs demo-example demo-check bench clean
 
 all: lib
 
@@ -220,6 +222,14 @@ soak: $(ENVTEST_SERVER) $(LIB)
 SOAK ?= 60
 soak-ha: $(ENVTEST_SERVER) $(LIB) $(CLIENTGO_CANDIDATE)
 	$(with_assets) FAULT_CLIENTGO_CANDIDATE=$(CURDIR)/$(CLIENTGO_CANDIDATE) FAULT_SOAK_HA_MINUTES=$(SOAK) FAULT_SOAK_HA_PAGE=$(CURDIR)/docs/benchmarks.md $(GO) test -count=1 -timeout $$(( $(SOAK) + 15 ))m -tags integration -v -run TestHASoak ./tests/fault
+
+# Every control-plane member's faults at 5/4/1 s and 15/10/2 s, and the
+# noisy tenant with and without the FlowSchema, ours beside plain client-go
+# (make test runs the short list); writes their tables into
+# docs/benchmarks.md (sections member-faults-5s, member-faults-15s,
+# noisy-tenant).
+ha-rivals: $(ENVTEST_SERVER) $(LIB) $(CLIENTGO_CANDIDATE)
+	$(with_assets) FAULT_CLIENTGO_CANDIDATE=$(CURDIR)/$(CLIENTGO_CANDIDATE) FAULT_HA_RIVALS=full FAULT_HA_RIVALS_PAGE=$(CURDIR)/docs/benchmarks.md $(GO) test -count=1 -parallel 1 -timeout 40m -tags integration -v -run '^TestHARivals' ./tests/fault
 
 # Debian packages for the C/C++ side (installed when missing, as root).
 deps:

@@ -45,34 +45,45 @@ type silentCloser interface {
 // nothing while a request of the library waited on them (a frozen or
 // vanished API server keeps the one HTTP/2 connection every request
 // shares): the next request dials anew and, behind a load balancer,
-// reaches another API server. At most one round per period of the one who
-// asks (a retry period), for the whole Manager (a process has one), so a
-// hung API server costs a new connection per period and one that recovers
-// no storm of them. nil: nothing to close (elections built by hand).
+// reaches another API server. At most one round that closed something per
+// period of the one who asks (a retry period), for the whole Manager (a
+// process has one), so a hung API server costs a new connection per period
+// and one that recovers no storm of them; a round that closed nothing
+// dialled nothing, and does not count. nil: nothing to close (elections
+// built by hand).
 type redialer struct {
 	conns silentCloser
 
 	mu   sync.Mutex
-	last time.Time // the last round, by the asker's clock
+	last time.Time // the last round that closed something, by the asker's clock
 }
 
-// closeSilent closes the connections silent since since, unless a round
-// was made within period before now, and reports how many it closed.
-func (r *redialer) closeSilent(since, now time.Time, period time.Duration, why string) int {
+// closeSilent closes the connections silent since since (see
+// kubeapi.Client), unless the pace refuses a round: it reports how many it
+// closed and, when refused, when a round is allowed again.
+func (r *redialer) closeSilent(since, now time.Time, period time.Duration, why string) (closed int, next time.Time) {
 	if r == nil {
-		return 0
+		return 0, time.Time{}
 	}
+	return r.round(now, period, why, now.Sub(since), func() int { return r.conns.CloseSilentConnections(since) })
+}
+
+func (r *redialer) round(now time.Time, period time.Duration, why string, silentFor time.Duration, closeConns func() int) (int, time.Time) {
 	r.mu.Lock()
 	if !r.last.IsZero() && now.Sub(r.last) < period && !now.Before(r.last) {
+		next := r.last.Add(period)
 		r.mu.Unlock()
-		return 0
+		return 0, next
 	}
-	r.last = now
-	r.mu.Unlock()
-	n := r.conns.CloseSilentConnections(since)
+	// Closed under the lock: two askers at once make one round.
+	n := closeConns()
 	if n > 0 {
-		logf(LevelWarning, "%s: closed %d connection(s) to the API server that received nothing for %v; the next requests dial anew",
-			why, n, now.Sub(since).Round(time.Millisecond))
+		r.last = now
 	}
-	return n
+	r.mu.Unlock()
+	if n > 0 {
+		logf(LevelWarning, "%s: closed %d connection(s) to the API server that answered nothing for %v; the next requests dial anew",
+			why, n, silentFor.Round(time.Millisecond))
+	}
+	return n, time.Time{}
 }

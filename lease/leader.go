@@ -98,8 +98,23 @@ func (e *Election) lead() error {
 			}
 			now := e.clock.Now()
 			renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+			// The oldest renewal in flight is past the cut: its connection
+			// may hang (a frozen API server), and the next one would wait
+			// on it too. Closing it fails what is in flight on it, so the
+			// next goes out at once on a new connection, whatever the
+			// latency rule says. That connection can land on the frozen
+			// server again (a load balancer picks per connection): then
+			// the next round comes as soon as the pace allows.
+			redialed := false
+			if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
+				n, next := e.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+				redialed = n > 0
+				if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
+					renew.Reset(next.Sub(now))
+				}
+			}
 			switch {
-			case !p.shouldSend(now, e.timing):
+			case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
 			case len(p.sent) == 0 && p.inline(e.timing):
 				p.sent = append(p.sent, now)
 				r, slow := e.renewInline(ctx, patch, now)
@@ -119,12 +134,6 @@ func (e *Election) lead() error {
 				}
 				renew.Reset(0)
 			default:
-				if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
-					// The oldest renewal in flight is past the cut: its
-					// connection may hang (a frozen API server), and this
-					// one would wait on it too.
-					e.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-				}
 				p.sent = append(p.sent, now)
 				renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
 			}

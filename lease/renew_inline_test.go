@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -218,5 +219,90 @@ func TestARenewalUnansweredAtTheCutRedials(t *testing.T) {
 	}
 	if ok, _, _ := e.IsLeader(); !ok {
 		t.Fatal("the leader lost its lease")
+	}
+}
+
+// frozenConns hangs the first `hang` renewals (PATCH) until their
+// connection is closed (CloseSilentConnections) or their context ends, as
+// a fresh connection that the load balancer put on the same frozen API
+// server again would; it records when each round closed them.
+type frozenConns struct {
+	coordclient.LeaseInterface
+	hang atomic.Int32
+
+	calls  atomic.Int32
+	mu     sync.Mutex
+	cut    chan struct{} // closed by a round: what hangs fails
+	rounds []time.Time
+}
+
+func (f *frozenConns) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if f.calls.Add(1) <= f.hang.Load() {
+		f.mu.Lock()
+		cut := f.cut
+		f.mu.Unlock()
+		select {
+		case <-cut:
+			return nil, errors.New("http2: client connection lost")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return f.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+func (f *frozenConns) CloseSilentConnections(since time.Time) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rounds = append(f.rounds, time.Now())
+	close(f.cut)
+	f.cut = make(chan struct{})
+	return 1
+}
+
+func (f *frozenConns) roundTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.rounds)
+}
+
+// The new connection a round dials can land on the frozen API server
+// again (a load balancer picks one per connection): then the renewal on
+// it hangs as well, and the next round must come as soon as the pace
+// allows (one round per retry period), with a renewal on its new
+// connection at once, whatever the pipeline's latency rule says. Four
+// renewals in a row hang here (the inline one and three on fresh
+// connections): the leader keeps its lease, and the rounds are at least a
+// retry period apart.
+func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
+	client := fake.NewClientset()
+	frozen := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
+	obs := newObserver(frozen, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, frozen, obs, clock.RealClock{}, stats, func() bool { return false })
+	e.redial = &redialer{conns: frozen}
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	renewed := statsOf(stats).Election.Renewals
+	frozen.hang.Store(frozen.calls.Load() + 4)
+	eventually(t, 10*time.Second, "a renewal answered after four hung ones", func() bool {
+		return frozen.calls.Load() > frozen.hang.Load() && statsOf(stats).Election.Renewals > renewed
+	})
+	if ok, _, _ := e.IsLeader(); !ok {
+		t.Fatalf("the leader lost its lease: %v", statsOf(stats).Election)
+	}
+	rounds := frozen.roundTimes()
+	if len(rounds) < 4 {
+		t.Fatalf("%d rounds of closing silent connections; want one per hung renewal (4)", len(rounds))
+	}
+	for i := 1; i < len(rounds); i++ {
+		if gap := rounds[i].Sub(rounds[i-1]); gap < fastUnitTiming.RetryPeriod-time.Millisecond {
+			t.Errorf("rounds %d and %d %v apart; want at least a retry period (%v)", i-1, i, gap, fastUnitTiming.RetryPeriod)
+		}
 	}
 }

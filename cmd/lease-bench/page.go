@@ -113,23 +113,63 @@ var pageSections = []pageSection{
 		"costs is the difference between the rows of one implementation. What faults of such a " +
 		"control plane cost (an etcd leader killed, an API server frozen, a stale watch cache, lost " +
 		"quorum) is measured by the fault suite: see docs/testing.md and docs/guarantees.md."},
+	{name: "member-faults-5s", title: "One control-plane member's faults, ours and client-go, 5/4/1 s", writtenBy: "make ha-rivals", read: "" +
+		"Written by `make ha-rivals` (`TestHARivalsSingleMemberFaults` in tests/fault, every member's " +
+		"faults; `make test` runs five of them and requires ours to lose no term), not by `make bench`. " +
+		"On the HA bed (three etcd members, two API servers behind the load balancer, round-robin per " +
+		"connection), three of ours campaign on one Lease and three plain client-go electors " +
+		"(`tests/fault/clientgocandidate`: `LeaderElector` on a `LeaseLock`, configured as " +
+		"kube-controller-manager's) on another, all through the load balancer as the ServiceAccount of " +
+		"`deploy/rbac.yaml`. Nobody is killed: the control plane's members suffer one fault at a time, " +
+		"the same for both. Every API server in turn frozen (SIGSTOP) for the renew deadline + 2 s, then " +
+		"killed (SIGKILL) and started again; every API server restarted in turn gracefully (SIGTERM: it " +
+		"drains and sends GOAWAY, as an upgrade does); the etcd leader and a follower frozen as long, " +
+		"then each killed and started again. After each fault, a renew deadline and a retry period, then " +
+		"a leader on both Leases. Per fault and implementation: the terms that ended lost in that window " +
+		"(a client-go elector that lost exits, as kube-controller-manager does, and is started again), " +
+		"the time the Lease had no leader, and the interval between successive renewals of one term " +
+		"(the Lease's `renewTime`, read through both API servers every 100 ms: a renewal both reads " +
+		"missed lengthens an interval; a term that was lost has no interval past its last renewal)."},
+	{name: "member-faults-15s", title: "One control-plane member's faults, ours and client-go, 15/10/2 s", writtenBy: "make ha-rivals", read: "" +
+		"The faults of the section above, at 15/10/2 s, from the same `make ha-rivals` run."},
+	{name: "noisy-tenant", title: "A noisy tenant, with and without the FlowSchema", writtenBy: "make ha-rivals", read: "" +
+		"Written by `make ha-rivals` (`TestHARivalsNoisyTenant` in tests/fault; `make test` runs the " +
+		"round with the FlowSchema and requires ours to lose no term), not by `make bench`. Three of ours " +
+		"and three client-go electors, each on its Lease, straight at API server 0 as the ServiceAccount of " +
+		"`deploy/rbac.yaml`, at 5/4/1 s. Another ServiceAccount floods API server 0 with 400 requests " +
+		"at a time, each a list that holds its seat for seconds at almost no CPU (a resourceVersion ahead " +
+		"of etcd's, which the watch cache waits for), until its priority level queues and answers 429. " +
+		"The bed's API servers have a tenth of kube-apiserver's default seats (40 + 20): APF divides " +
+		"them among the levels in the default proportions, so the flood a 2-core machine sends fills " +
+		"the level of ServiceAccounts (`workload-low`) as a tenant's expensive lists would fill it on a " +
+		"larger one, and the `leader-election` level keeps its 3 seats, which it lends to nobody. First " +
+		"without `deploy/flowschema.yaml` (the candidates' requests wait in `workload-low` with the " +
+		"flood's), then with it (they go to `leader-election`; it matches the ServiceAccount, so the " +
+		"client-go electors, on the same account, are protected too). Columns as in the sections above."},
 	{name: "soak-ha", title: "Faults of an HA control plane", writtenBy: "make soak-ha", read: "" +
 		"Written by `make soak-ha` (`TestHASoak` in tests/fault, `SOAK` minutes, 60 by default), not by " +
 		"`make bench`. On the HA bed, five candidate processes at 4/3/0.5 s compete for one Lease: three " +
 		"of ours (`tests/cpp/lease_candidate.cpp` on the shared library; two through the load balancer, " +
 		"one straight at API server 0) and two plain client-go ones (`tests/fault/clientgocandidate`, " +
-		"`LeaderElector` on a `LeaseLock`; one through the load balancer, one straight at API server 1). " +
+		"`LeaderElector` on a `LeaseLock`; one through the load balancer, one straight at API server 1), " +
+		"all as the ServiceAccount of `deploy/rbac.yaml`, with `deploy/flowschema.yaml` applied, on API " +
+		"servers with a tenth of the default seats (see the section above). " +
 		"A nemesis drawn from a printed seed injects one fault at a time, then waits 0.5 to 3 s: a " +
 		"candidate (the leader half the time) SIGKILLed or SIGTERMed and restarted, or SIGSTOPped " +
 		"briefly or, ours only, past its lease; an etcd member or an API server frozen or killed for 1 " +
-		"to 8 s, then thawed or started again; or nothing. The history checker judges the whole run " +
+		"to 8 s, then thawed or started again; every API server restarted in turn gracefully (SIGTERM); " +
+		"one API server flooded for 5 to 15 s by a noisy tenant (the flood of the section above); or " +
+		"nothing. The history checker judges the whole run " +
 		"(two leaders at once, tokens that do not rise, `IsLeader` after a step-down): the table is " +
 		"written only when it found nothing. A leaderless interval runs from the end of one term (its " +
 		"loss, release or kill as logged) to the start of the next, and is counted against the last " +
 		"fault begun before that end, if it ended at most a lease duration plus a renew deadline " +
 		"earlier (else `none`). A spurious loss is a term that ended lost while its own process was " +
 		"neither killed, stopped past its lease, nor terminated: a leadership change the control " +
-		"plane caused."},
+		"plane caused; a loss of a candidate that goes straight at one API server (no load balancer) " +
+		"while a fault made that API server unreachable (frozen, killed, restarted, flooded) is counted " +
+		"apart, in the last column: nothing can keep such a term, and a replica reaches the API servers " +
+		"through a Service."},
 	{name: "rolling", title: "Rolling update", read: "" +
 		"Three replicas r0, r1, r2 (r0 leads first) at 5/4/1 s, updated as a StatefulSet does, from " +
 		"the highest ordinal down: stop the replica gracefully and wait for it to end (ours: " +

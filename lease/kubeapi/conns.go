@@ -26,6 +26,10 @@ import (
 type conns struct {
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
 	now  func() time.Time
+	// base: instants are kept as durations since base, on the monotonic
+	// clock (a wall-clock step must not make a healthy connection look
+	// silent, nor hide a frozen one).
+	base time.Time
 
 	mu   sync.Mutex
 	live map[*conn]struct{}
@@ -36,16 +40,18 @@ func newConns(dial func(ctx context.Context, network, address string) (net.Conn,
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	}
-	return &conns{dial: dial, now: time.Now, live: map[*conn]struct{}{}}
+	return &conns{dial: dial, now: time.Now, base: time.Now(), live: map[*conn]struct{}{}}
 }
+
+// at is t as kept: nanoseconds since base, at least 1 (0 is "never").
+func (cs *conns) at(t time.Time) int64 { return max(1, int64(t.Sub(cs.base))) }
 
 func (cs *conns) Dial(ctx context.Context, network, address string) (net.Conn, error) {
 	c, err := cs.dial(ctx, network, address)
 	if err != nil {
 		return nil, err
 	}
-	tc := &conn{Conn: c, set: cs}
-	tc.lastRead.Store(cs.now().UnixNano()) // a connection is not silent before it was asked anything
+	tc := &conn{Conn: c, set: cs, dialled: cs.at(cs.now())}
 	cs.mu.Lock()
 	cs.live[tc] = struct{}{}
 	cs.mu.Unlock()
@@ -53,20 +59,37 @@ func (cs *conns) Dial(ctx context.Context, network, address string) (net.Conn, e
 }
 
 // closeSilent closes the live connections that have received nothing since
-// since (nor were dialled after it), and returns how many.
+// since, and returns how many. One that never received a byte (its TLS
+// handshake unanswered: dialled to a frozen server, whose kernel accepts
+// the connection for it) is silent too, however recently it was dialled,
+// once handshakeGrace has passed: a request that dialled it can be older
+// than the connection, and must not keep it.
 func (cs *conns) closeSilent(since time.Time) int {
+	limit, fresh := cs.at(since), cs.at(cs.now().Add(-handshakeGrace))
+	return cs.closeIf(func(c *conn) bool {
+		last := c.lastRead.Load()
+		return last < limit && (last != 0 || c.dialled <= fresh)
+	})
+}
+
+// handshakeGrace is how long a new connection may go without its first
+// byte before it counts as silent: a TLS handshake with a live API server
+// takes milliseconds.
+const handshakeGrace = 250 * time.Millisecond
+
+func (cs *conns) closeIf(silent func(*conn) bool) int {
 	cs.mu.Lock()
-	var silent []*conn
+	var closing []*conn
 	for c := range cs.live {
-		if c.lastRead.Load() < since.UnixNano() {
-			silent = append(silent, c)
+		if silent(c) {
+			closing = append(closing, c)
 		}
 	}
 	cs.mu.Unlock()
-	for _, c := range silent {
+	for _, c := range closing {
 		_ = c.Close()
 	}
-	return len(silent)
+	return len(closing)
 }
 
 func (cs *conns) count() int {
@@ -75,18 +98,20 @@ func (cs *conns) count() int {
 	return len(cs.live)
 }
 
-// conn is a connection of the set, with the time it last received a byte.
+// conn is a connection of the set, with the times it was dialled and last
+// received a byte.
 type conn struct {
 	net.Conn
 	set      *conns
-	lastRead atomic.Int64 // unix nanoseconds
+	dialled  int64        // conns.at
+	lastRead atomic.Int64 // conns.at; 0: nothing received yet
 	closed   sync.Once
 }
 
 func (c *conn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 {
-		c.lastRead.Store(c.set.now().UnixNano())
+		c.lastRead.Store(c.set.at(c.set.now()))
 	}
 	return n, err
 }

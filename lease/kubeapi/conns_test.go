@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -147,4 +148,79 @@ func TestACallersTransportHasNoConnectionsToClose(t *testing.T) {
 	if n, live := c.CloseSilentConnections(time.Now()), c.Connections(); n != 0 || live != -1 {
 		t.Fatalf("CloseSilentConnections = %d, Connections = %d; want 0, -1", n, live)
 	}
+}
+
+// A connection dialled to a server that accepts and then answers nothing
+// (a frozen kube-apiserver: its kernel completes the TCP handshake, the
+// process never the TLS one) has left its handshake unanswered: it is
+// silent, even to a request sent before it was dialled (the request that
+// dialled it): it is closed once its handshake had handshakeGrace, and the
+// request on it goes out again at once on a connection dialled anew
+// (client-go sends a GET again) instead of waiting for the TLS handshake
+// timeout.
+func TestAConnectionThatNeverAnsweredIsSilent(t *testing.T) {
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var accepted []net.Conn
+	t.Cleanup(func() {
+		mute.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range accepted {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			conn, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted = append(accepted, conn)
+			mu.Unlock()
+		}
+	}()
+	dialled := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted)
+	}
+	c, err := New(&rest.Config{Host: "https://" + mute.Addr().String(), TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	sent := time.Now()
+	go func() {
+		defer close(done)
+		_, _ = c.Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for dialled() == 0 || c.Connections() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no connection dialled within 5 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := c.CloseSilentConnections(sent); n != 0 {
+		t.Fatalf("closed %d connections within the handshake's grace; want 0", n)
+	}
+	time.Sleep(handshakeGrace)
+	if n := c.CloseSilentConnections(sent); n != 1 {
+		t.Fatalf("closed %d connections whose handshake is unanswered; want 1", n)
+	}
+	for dialled() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the request was not sent again on a new connection within 5 s of the close")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
 }

@@ -51,7 +51,8 @@ type Client interface {
 	// end early to find it.
 	FindsDeadConnections() bool
 	// CloseSilentConnections closes the client's connections to the API
-	// server that have received nothing since since (a frozen server's),
+	// server that have received nothing since since (a frozen server's;
+	// one dialled later that never received a byte counts),
 	// so that the next request dials anew, and reports how many it closed:
 	// 0 where the client does not dial its own connections.
 	CloseSilentConnections(since time.Time) int

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math"
 	"math/rand"
+	"net/http"
 	"os"
 	"runtime"
 	"slices"
@@ -598,8 +599,12 @@ func TestHAEtcdQuorumLost(t *testing.T) {
 // ones (tests/fault/clientgocandidate), through the load balancer and
 // straight at each API server, while a nemesis, drawn at random with a
 // printed seed (FAULT_SOAK_HA_SEED replays one), SIGKILLs, SIGTERMs and
-// SIGSTOPs candidates and freezes, kills and restarts etcd members and API
-// servers, one fault at a time; the history checker judges the whole run.
+// SIGSTOPs candidates, freezes, kills and restarts etcd members and API
+// servers, restarts every API server in turn gracefully (an upgrade) and
+// floods one with a noisy tenant's requests (floodBed, noisyTenant), one
+// fault at a time; the history checker judges the whole run. The
+// candidates run as deploy/rbac.yaml's ServiceAccount, with
+// deploy/flowschema.yaml applied, as in production.
 // FAULT_SOAK_HA_MINUTES (default 2; `make soak-ha` sets SOAK).
 //
 // A client-go candidate is SIGSTOPped only briefly (at most leaseDuration -
@@ -623,9 +628,18 @@ func TestHASoak(t *testing.T) {
 	}
 	t.Logf("HA soak: seed %d (FAULT_SOAK_HA_SEED=%d replays the draws), %d minutes", seed, seed, minutes)
 	rng := rand.New(rand.NewSource(seed))
-	bed := startHABed(t)
+	bed := floodBed(t)
 	s := newScenarioOn(t, steady, bed)
-	ids := []string{"soak-0", "soak-1", "soak-2-client-go", "soak-3", "soak-4-client-go"}
+	// As in production: deploy/rbac.yaml's ServiceAccount (APF does not
+	// exempt it) and deploy/flowschema.yaml, on its Lease; ours named as
+	// its replicas, whose candidate records it grants.
+	s.lease = asServiceAccount(t, bed, s)
+	applyFlowSchema(t, bed, s.kubeconfig)
+	// The noisy tenant floods API server 0: the bed's API server 1 queues
+	// a flood this size (391 waiting, 0 rejected, measured) past the 15 s
+	// a flood lasts at most, where API server 0 answers 429 at once.
+	tenant := newNoisyTenant(t, bed, 0)
+	ids := []string{s.lease + "-0", s.lease + "-1", "client-go-0", s.lease + "-2", "client-go-1"}
 	opts := map[string]candOpts{
 		ids[0]: {}, ids[1]: {}, ids[2]: {clientGo: true},
 		ids[3]: {context: topology.APIServerContext(0)},
@@ -641,8 +655,14 @@ func TestHASoak(t *testing.T) {
 
 	var extra []history.Event // the instants long-frozen candidates stopped
 	var faults []soakFault    // each recorded once it is over
-	done := func(kind string, start int64) {
-		faults = append(faults, soakFault{kind: kind, start: start, end: history.Now()})
+	// done records a fault once over; apiserver is the API server it made
+	// unreachable (allAPIServers: each in turn; noAPIServer: none).
+	done := func(kind string, start int64, apiserver ...int) {
+		f := soakFault{kind: kind, start: start, end: history.Now(), apiserver: noAPIServer}
+		if len(apiserver) > 0 {
+			f.apiserver = apiserver[0]
+		}
+		faults = append(faults, f)
 	}
 	restarts := 0
 	// restartExited starts again a client-go candidate that exited after
@@ -705,7 +725,7 @@ func TestHASoak(t *testing.T) {
 	end := time.Now().Add(time.Duration(minutes) * time.Minute)
 	for time.Now().Before(end) {
 		restartExited()
-		switch n := rng.Intn(8); n {
+		switch n := rng.Intn(10); n {
 		case 0, 1: // the leader, or anyone, SIGKILLed or SIGTERMed and restarted
 			p := pick()
 			start := history.Now()
@@ -750,11 +770,12 @@ func TestHASoak(t *testing.T) {
 			done(map[bool]string{true: "cand-sigstop-long", false: "cand-sigstop-short"}[long], start)
 		case 3, 4, 5, 6: // an etcd member or an API server frozen or killed, then thawed or started again
 			var p testenv.Proc
-			kind := "apiserver"
+			kind, apiserver := "apiserver", noAPIServer
 			if n < 5 {
 				p, kind = bed.EtcdMember(rng.Intn(3)), "etcd"
 			} else {
-				p = bed.APIServer(rng.Intn(2))
+				apiserver = rng.Intn(2)
+				p = bed.APIServer(apiserver)
 			}
 			kill := n == 4 || n == 6
 			start := history.Now()
@@ -764,24 +785,52 @@ func TestHASoak(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			done(kind+map[bool]string{false: "-freeze", true: "-kill"}[kill], start)
+			done(kind+map[bool]string{false: "-freeze", true: "-kill"}[kill], start, apiserver)
 		case 7:
 			done("quiet", history.Now())
+		case 8: // every API server restarted in turn, gracefully (SIGTERM), as an upgrade does
+			start := history.Now()
+			for k := range bed.APIServers() {
+				p := bed.APIServer(k)
+				err := p.Stop()
+				if err == nil {
+					err = p.Start()
+				}
+				if err == nil {
+					err = p.WaitReady(90 * time.Second)
+				}
+				if err != nil {
+					t.Fatalf("%v: %v", p, err)
+				}
+			}
+			done("apiserver-rolling-restart", start, allAPIServers)
+		case 9: // a noisy tenant floods API server 0 until its level answers 429
+			start := history.Now()
+			answers := tenant.flood(t, 400, between(5*time.Second, 15*time.Second))
+			if answers[http.StatusTooManyRequests] == 0 {
+				t.Logf("a flood of API server 0 was never answered 429: %v", answers)
+			}
+			done("flood", start, 0)
 		}
 		time.Sleep(between(500*time.Millisecond, 3*time.Second))
 	}
 	restartExited()
 	_, last := s.awaitLeader(s.timing.lease+s.timing.renew+30*time.Second, 0)
 	r := s.stopAndVerify(extra...)
-	clientGoPIDs := map[int]bool{}
+	clientGoPIDs, pinned := map[int]bool{}, map[int]int{}
 	s.mu.Lock()
 	for _, p := range s.cands {
 		if p.clientGo {
 			clientGoPIDs[p.pid()] = true
 		}
+		for k := range bed.APIServers() {
+			if opts[p.id].context == topology.APIServerContext(k) {
+				pinned[p.pid()] = k
+			}
+		}
 	}
 	s.mu.Unlock()
-	sum := summarizeSoak(r, faults, clientGoPIDs, s.timing.lease+s.timing.renew)
+	sum := summarizeSoak(r, faults, clientGoPIDs, pinned, s.timing.lease+s.timing.renew)
 	count := map[string]int{}
 	for _, f := range faults {
 		count[f.kind]++
@@ -800,6 +849,15 @@ func TestHASoak(t *testing.T) {
 	perHour := func(n int) string { return fmt.Sprintf("%.1f", float64(n)*60/float64(minutes)) }
 	for _, k := range slices.Sorted(maps.Keys(sum.spurious)) {
 		figure(t, "soak-spurious", "during", k, "ours", sum.spurious[k][0], "client_go", sum.spurious[k][1])
+	}
+	for _, tr := range r.Terms { // why each of ours was lost, and what its process logged
+		if tr.End == history.Open || tr.EndKind != history.Lost || clientGoPIDs[tr.PID] || sum.pinnedLoss[[2]int64{int64(tr.PID), tr.Token}] {
+			continue
+		}
+		p := s.byPID(tr.PID)
+		logged := p.stderr.String()
+		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v: %s; its last log lines:\n%s", p.id, tr.PID, tr.Token,
+			time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), tr.Reason, logged[max(0, len(logged)-3000):])
 	}
 	figure(t, "soak", append(kv, "faults", len(faults), "leaderships", len(r.Terms), "client_go_leaderships", sum.clientGoTerms,
 		"leader_changes", r.LeaderChanges(), "longest_leaderless", sum.longest,
@@ -825,8 +883,8 @@ func TestHASoak(t *testing.T) {
 // during them, then all together.
 func (sum soakSummary) table(count map[string]int, minutes int) string {
 	var b strings.Builder
-	b.WriteString("| fault | injected | leaderless intervals after it | leaderless p50 | leaderless max | spurious losses, ours | spurious losses, client-go |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| fault | injected | leaderless intervals after it | leaderless p50 | leaderless max | spurious losses, ours | spurious losses, client-go | lost straight at the faulted API server, ours / client-go |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	kinds := map[string]bool{}
 	for k := range count {
 		kinds[k] = true
@@ -837,8 +895,12 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 	for k := range sum.spurious {
 		kinds[k] = true
 	}
+	for k := range sum.pinned {
+		kinds[k] = true
+	}
 	seconds := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
 	var all []time.Duration
+	var pinned [2]int
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		d := sum.leaderless[k]
 		all = append(all, d...)
@@ -850,7 +912,9 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 		if k == "none" {
 			injected = "–"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d |\n", k, injected, len(d), p50, most, sum.spurious[k][0], sum.spurious[k][1])
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d | %d / %d |\n", k, injected, len(d), p50, most, sum.spurious[k][0], sum.spurious[k][1], sum.pinned[k][0], sum.pinned[k][1])
+		pinned[0] += sum.pinned[k][0]
+		pinned[1] += sum.pinned[k][1]
 	}
 	faults := 0
 	for _, n := range count {
@@ -861,7 +925,7 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 		p50, most = seconds(quantile(all, 0.5)), seconds(slices.Max(all))
 	}
 	perHour := func(n int) string { return fmt.Sprintf("%d (%.1f an hour)", n, float64(n)*60/float64(minutes)) }
-	fmt.Fprintf(&b, "| all | %d | %d | %s | %s | %s | %s |\n", faults, len(all), p50, most, perHour(sum.spuriousOurs), perHour(sum.spuriousClientGo))
+	fmt.Fprintf(&b, "| all | %d | %d | %s | %s | %s | %s | %d / %d |\n", faults, len(all), p50, most, perHour(sum.spuriousOurs), perHour(sum.spuriousClientGo), pinned[0], pinned[1])
 	return b.String()
 }
 
@@ -907,7 +971,13 @@ func machine() string {
 type soakFault struct {
 	kind       string
 	start, end int64
+	apiserver  int // the API server it made unreachable, allAPIServers or noAPIServer
 }
+
+const (
+	noAPIServer   = -1
+	allAPIServers = -2
+)
 
 // soakSummary is what the soak's faults cost.
 type soakSummary struct {
@@ -921,40 +991,56 @@ type soakSummary struct {
 	// loss is a leadership change the leader's own process did not cause.
 	spurious                       map[string][2]int
 	spuriousOurs, spuriousClientGo int
-	clientGoTerms                  int
+	// pinned: terms lost by a candidate that goes straight at one API
+	// server (no load balancer) while a fault made that one unreachable,
+	// by fault, [ours, client-go]: nothing can keep those (a replica
+	// reaches the API servers through a Service), so they are not
+	// spurious; pinnedLoss marks their pids.
+	pinned        map[string][2]int
+	pinnedLoss    map[[2]int64]bool // by pid and token
+	clientGoTerms int
 }
 
 // summarizeSoak attributes the report's leaderless intervals and
 // spurious losses to the faults; window is how long after its end a fault
 // is still blamed (a lease duration and a renew deadline).
-func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, window time.Duration) soakSummary {
-	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}}
-	blame := func(at int64) string {
+func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, pinned map[int]int, window time.Duration) soakSummary {
+	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}, pinned: map[string][2]int{}, pinnedLoss: map[[2]int64]bool{}}
+	blamed := func(at int64) soakFault {
 		for i := len(faults) - 1; i >= 0; i-- {
 			if f := faults[i]; f.kind != "quiet" && f.start <= at {
 				if f.end+int64(window) >= at {
-					return f.kind
+					return f
 				}
 				break
 			}
 		}
-		return "none"
+		return soakFault{kind: "none", apiserver: noAPIServer}
 	}
+	blame := func(at int64) string { return blamed(at).kind }
 	for i, tr := range r.Terms {
 		if clientGo[tr.PID] {
 			sum.clientGoTerms++
 		}
 		if tr.End != history.Open && tr.EndKind == history.Lost {
-			k := blame(tr.End)
-			c := sum.spurious[k]
-			if clientGo[tr.PID] {
-				c[1]++
-				sum.spuriousClientGo++
+			f := blamed(tr.End)
+			k := f.kind
+			impl := map[bool]int{false: 0, true: 1}[clientGo[tr.PID]]
+			if on, ok := pinned[tr.PID]; ok && (f.apiserver == on || f.apiserver == allAPIServers) {
+				c := sum.pinned[k]
+				c[impl]++
+				sum.pinned[k] = c
+				sum.pinnedLoss[[2]int64{int64(tr.PID), tr.Token}] = true
 			} else {
-				c[0]++
-				sum.spuriousOurs++
+				c := sum.spurious[k]
+				c[impl]++
+				sum.spurious[k] = c
+				if impl == 1 {
+					sum.spuriousClientGo++
+				} else {
+					sum.spuriousOurs++
+				}
 			}
-			sum.spurious[k] = c
 		}
 		if i == 0 {
 			continue

@@ -54,6 +54,9 @@ type scenario struct {
 	// bed is the control plane the candidates reach: the suite's server
 	// unless newScenarioOn gave another (an HA bed).
 	bed *testenv.Server
+	// kubeconfig is the candidates' (their contexts chosen from it): the
+	// bed's, whose user is the admin, unless set (asServiceAccount).
+	kubeconfig string
 
 	mu    sync.Mutex
 	cands []*proc
@@ -86,7 +89,7 @@ func newScenario(t *testing.T, tm timing) *scenario { return newScenarioOn(t, tm
 func newScenarioOn(t *testing.T, tm timing, bed *testenv.Server) *scenario {
 	dir := t.TempDir()
 	s := &scenario{t: t, lease: fmt.Sprintf("fault-%d-%d", time.Now().UnixNano()%1e6, leaseSeq.Add(1)),
-		log: filepath.Join(dir, "history.log"), dir: dir, timing: tm, bed: bed}
+		log: filepath.Join(dir, "history.log"), dir: dir, timing: tm, bed: bed, kubeconfig: bed.Kubeconfig}
 	t.Cleanup(s.cleanup)
 	return s
 }
@@ -124,7 +127,7 @@ func (s *scenario) start(id string, o candOpts) *proc {
 	if o.hold == "" {
 		o.hold = "forever"
 	}
-	kubeconfig := s.bed.Kubeconfig
+	kubeconfig := s.kubeconfig
 	var proxy *faultproxy.Proxy
 	if o.context != "" {
 		kubeconfig = s.kubeconfigFor(id, o.context)
@@ -185,11 +188,11 @@ func (o candOpts) candidateFlags() []string {
 	return args
 }
 
-// kubeconfigFor writes a copy of the bed's kubeconfig whose current
+// kubeconfigFor writes a copy of the candidates' kubeconfig whose current
 // context is context, for candidate id.
 func (s *scenario) kubeconfigFor(id, context string) string {
 	s.t.Helper()
-	cfg, err := clientcmd.LoadFromFile(s.bed.Kubeconfig)
+	cfg, err := clientcmd.LoadFromFile(s.kubeconfig)
 	if err != nil {
 		s.t.Fatal(err)
 	}
