@@ -315,6 +315,10 @@ int K8sLeaseWaitLost(const char* ns, const char* leaseName, char** errMsg);
 int K8sLeaseWaitElectedId(const char* ns, const char* leaseName, long long electionId, int timeoutSec, long long* fencingToken,
                           char** errMsg);
 int K8sLeaseWaitLostId(const char* ns, const char* leaseName, long long electionId, char** errMsg);
+/* K8sLeaseWaitElectedMsId - K8sLeaseWaitElectedId with the timeout in
+ * milliseconds: timeoutMs > 0. */
+int K8sLeaseWaitElectedMsId(const char* ns, const char* leaseName, long long electionId, long long timeoutMs,
+                            long long* fencingToken, char** errMsg);
 
 /* ======================================================================
  * 4. Lead
@@ -407,6 +411,10 @@ int K8sPatchPodLabel(const char* ns, const char* podName, const char* labelKey, 
  * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
  */
 int K8sRemovePodLabel(const char* ns, const char* podName, const char* labelKey, char** errMsg);
+
+/* K8sLeasePatchPodLabel - K8sPatchPodLabel, or with labelValue NULL (a JSON
+ * merge patch's null) K8sRemovePodLabel. */
+int K8sLeasePatchPodLabel(const char* ns, const char* podName, const char* labelKey, const char* labelValue, char** errMsg);
 
 /* ======================================================================
  * 5. Cancel
@@ -619,6 +627,11 @@ int K8sLeaseCancelWatchId(const char* ns, const char* leaseName, long long watch
  * released".
  */
 int K8sLeaseHandOff(const char* ns, const char* leaseName, const char* toIdentity, long long timeoutMs, char** errMsg);
+
+/* K8sLeaseHandOffId - K8sLeaseHandOff of the election electionId only: a
+ * later election on the lease is refused as no election. */
+int K8sLeaseHandOffId(const char* ns, const char* leaseName, long long electionId, const char* toIdentity, long long timeoutMs,
+                      char** errMsg);
 
 /*
  * K8sLeaseCandidates - the live candidates of ns/leaseName (records renewed

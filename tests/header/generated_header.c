@@ -48,6 +48,9 @@ struct k8s_lease_functions {
   int (*wait_lost_id)(char*, char*, long long, char**);
   int (*is_leader_id)(char*, char*, long long, long long*, long long*, char**);
   int (*publish_endpoint)(char*, char*, long long, char*, char*, int, char**);
+  int (*wait_elected_ms_id)(char*, char*, long long, long long, long long*, char**);
+  int (*hand_off_id)(char*, char*, long long, char*, long long, char**);
+  int (*patch_pod_label_or_remove)(char*, char*, char*, char*, char**);
 #ifndef K8S_LEASE_CHECK_CAPI
   int (*standalone)(void); /* the standalone library's own export */
 #endif
@@ -60,7 +63,7 @@ int main(void) {
       K8sPatchPodLabel,  K8sRemovePodLabel,   K8sLeaseShutdown,      K8sLeaseSetLogger,   K8sLeaseSetLogLevel,
       K8sLeaseStats,     K8sLeaseMetrics,     K8sLeaseHandOff,     K8sLeaseRunElectionWith, K8sLeaseCandidates, K8sLeaseFree,        K8sLeaseVersion,       K8sLeaseRunElectionMsId, K8sLeaseCancelElectionId,
       K8sLeaseWatchHolderId, K8sLeaseCancelWatchId, K8sLeaseWaitElectedId, K8sLeaseWaitLostId, K8sLeaseIsLeaderId,
-      K8sLeasePublishEndpoint,
+      K8sLeasePublishEndpoint, K8sLeaseWaitElectedMsId, K8sLeaseHandOffId, K8sLeasePatchPodLabel,
 #ifndef K8S_LEASE_CHECK_CAPI
       K8sLeaseStandalone,
 #endif
