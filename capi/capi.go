@@ -490,19 +490,19 @@ func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, fencingTo
 }
 
 //export K8sLeaseWatchHolder
-func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, errMsg **C.char) C.int {
+func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, errMsg **C.char) C.int {
 	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, nil, errMsg)
 }
 
 //export K8sLeaseWatchHolderId
-func K8sLeaseWatchHolderId(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
+func K8sLeaseWatchHolderId(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
 	if watchId != nil {
 		*watchId = 0
 	}
 	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, watchId, errMsg)
 }
 
-func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
+func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
@@ -527,7 +527,7 @@ func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc
 
 // callHolderCallback hands one state to the host: holder NULL when there is
 // none; the string is ours and freed when the callback returns.
-func callHolderCallback(cb C.holder_change_cb_t, ctx unsafe.Pointer, st lease.HolderState) {
+func callHolderCallback(cb C.k8s_lease_holder_change_cb_t, ctx unsafe.Pointer, st lease.HolderState) {
 	var holder *C.char
 	if st.Holder != "" {
 		holder = C.CString(st.Holder)

@@ -24,7 +24,7 @@
 #include <string>
 #include <utility>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"
 
 namespace k8s_lease {
 
