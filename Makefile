@@ -118,6 +118,11 @@ header-check: $(LIB)
 	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -I$(BUILD) tests/header/generated_header.c -x none \
 	  -L$(BUILD) -lk8s_lease_wrapper -o $(BUILD)/_header-check/generated_header_cxx
 	bash tests/header/check_exports.sh $(LIB) $(BUILD)/libk8s_lease_wrapper.h
+	@# The README's C block (the first ```c after "## C") is what newcomers copy:
+	@# it compiles as strict C11 against the main header and links.
+	awk '/^## C$$/{c=1} c && /^```c$$/{f=1;next} f && /^```$$/{exit} f' README.md > $(BUILD)/_header-check/readme.c
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -pthread -o $(BUILD)/_header-check/readme \
+	  $(BUILD)/_header-check/readme.c -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
 	@rm -rf $(CAPI_HEADER_DIR) && mkdir -p $(CAPI_HEADER_DIR)
 	cd capi && $(GO) tool cgo -objdir $(abspath $(CAPI_HEADER_DIR))/ -exportheader $(abspath $(CAPI_HEADER_DIR))/libk8s_lease_wrapper.h \
 	  $$(grep -l '^import "C"' $$(ls *.go | grep -v '_test\.go$$'))
