@@ -3,10 +3,10 @@
 //	go build -buildmode=c-shared -o libk8s_lease_wrapper.so k8s_lease_wrapper.go
 //
 // This file alone must build the library (the C++ master's build names only
-// it). The C ABI itself, every function of include/k8s_lease.h, is defined
-// and exported by package capi, imported here for its side effects; another
-// Go c-shared library gets the same ABI by the same import (see package
-// capi and docs/embedding.md).
+// it). The C ABI itself, every function of include/k8s_lease.h and
+// include/k8s_lease_compat.h, is defined and exported by package capi,
+// imported here for its side effects; another Go c-shared library gets the
+// same ABI by the same import (see package capi and docs/embedding.md).
 //
 // cgo writes the header beside the library (libk8s_lease_wrapper.h, which
 // hosts include) from this package alone: its preamble below and its own
@@ -33,7 +33,7 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 extern "C" {
 #endif
 
-// Defined in package capi; documented in include/k8s_lease.h.
+// Defined in package capi; documented in include/k8s_lease.h and include/k8s_lease_compat.h.
 extern int K8sLeaseInit(char** errMsg);
 extern int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec, int retryPeriodSec, char** errMsg);
 extern int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);

@@ -10,10 +10,10 @@
 // Copy it into that module's directory (which requires
 // github.com/k8s-lease/k8s-lease). It is the root k8s_lease_wrapper.go
 // without main and without K8sLeaseStandalone: the library exports every
-// function of include/k8s_lease.h but K8sLeaseStandalone (from package
-// capi, imported below), and the header cgo generates for it declares
-// them (the preamble below; cgo does not declare a non-main package's
-// exports, golang/go#27150). A library built from a directory (go build .)
+// function of include/k8s_lease.h and include/k8s_lease_compat.h but
+// K8sLeaseStandalone (from package capi, imported below), and the header
+// cgo generates for it declares them (the preamble below; cgo does not
+// declare a non-main package's exports, golang/go#27150). A library built from a directory (go build .)
 // needs no copy: its main package imports package capi (see docs/embedding.md).
 //
 // The build constraint keeps this file out of this module's own builds
@@ -46,7 +46,7 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 extern "C" {
 #endif
 
-// Defined in package capi; documented in include/k8s_lease.h.
+// Defined in package capi; documented in include/k8s_lease.h and include/k8s_lease_compat.h.
 extern int K8sLeaseInit(char** errMsg);
 extern int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec, int retryPeriodSec, char** errMsg);
 extern int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
