@@ -1,5 +1,5 @@
 # Targets for humans. C/C++ consumers use CMakeLists.txt.
-#   make lib             build/libk8s_lease_wrapper.so + build/include/k8s_lease.h
+#   make lib             build/libk8s_lease_wrapper.so + build/include/k8s_lease.h (and _compat.h)
 #   make envtest-assets  build kube-apiserver/etcd/kubectl into the user cache
 #   make envtest-server  build/bin/envtest-server
 #   make test            vet + Go unit + Go integration + C++ (ctest)
@@ -30,7 +30,7 @@ GO_SOURCES := $(shell find . -name '*.go' -not -path './hack/*' -not -path './$(
 # combined-check's, so the cgo packages' compile is the same one.
 BUILD_LIB = LIB_LDFLAGS='$(LIB_LDFLAGS)' GO='$(GO)' CC='$(CC)' bash hack/build-lib.sh
 # What the library is built from (go list, by the script: the packages of
-# this module it imports, their C files, include/k8s_lease.h, which
+# this module it imports, their C files, the include/ headers, which
 # capi/callbacks.c includes, go.mod, go.sum): a change elsewhere does not
 # rebuild it. Should go list fail, the list is the fixed files only and go
 # build, run on their change, reports why. `make demo` alone does not list
@@ -55,8 +55,8 @@ lib: $(LIB)
 
 $(LIB): $(LIB_SOURCES)
 	$(BUILD_LIB) $(BUILD)
-	mkdir -p $(BUILD)/include && cp include/k8s_lease.h $(BUILD)/include/
-	cp include/k8s_lease.h $(BUILD)/
+	mkdir -p $(BUILD)/include && cp include/k8s_lease.h include/k8s_lease_compat.h $(BUILD)/include/
+	cp include/k8s_lease.h include/k8s_lease_compat.h $(BUILD)/
 
 # The same library with panics injectable (K8S_LEASE_PANIC_AT), for the test
 # that a panic inside it reaches C as -1. Never shipped.
@@ -104,7 +104,8 @@ tidy-check:
 # The header cgo generates beside the library (the one our first user
 # includes) compiles as strict C11 and as C++ with every warning an error,
 # and declares every function the library exports with the types of
-# include/k8s_lease.h. Those declarations are written by hand in
+# include/k8s_lease.h and include/k8s_lease_compat.h (the same check runs
+# on those two). Those declarations are written by hand in
 # k8s_lease_wrapper.go's preamble; the same check then runs on the
 # prototypes cgo derives from package capi's definitions (written by
 # `go tool cgo -exportheader`), so declarations and definitions agree.
@@ -113,11 +114,17 @@ tidy-check:
 CAPI_HEADER_DIR := $(BUILD)/_capi-header
 header-check: $(LIB)
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -I$(BUILD) -fsyntax-only tests/header/generated_header.c
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_CHECK_PUBLIC -Iinclude -fsyntax-only tests/header/generated_header.c
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -I$(BUILD) -fsyntax-only tests/header/generated_header.cpp
 	@mkdir -p $(BUILD)/_header-check
 	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -I$(BUILD) tests/header/generated_header.c -x none \
 	  -L$(BUILD) -lk8s_lease_wrapper -o $(BUILD)/_header-check/generated_header_cxx
 	bash tests/header/check_exports.sh $(LIB) $(BUILD)/libk8s_lease_wrapper.h
+	@# The README's C block (the first ```c after "## C") is what newcomers copy:
+	@# it compiles as strict C11 against the main header and links.
+	awk '/^## C$$/{c=1} c && /^```c$$/{f=1;next} f && /^```$$/{exit} f' README.md > $(BUILD)/_header-check/readme.c
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -pthread -o $(BUILD)/_header-check/readme \
+	  $(BUILD)/_header-check/readme.c -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
 	@rm -rf $(CAPI_HEADER_DIR) && mkdir -p $(CAPI_HEADER_DIR)
 	cd capi && $(GO) tool cgo -objdir $(abspath $(CAPI_HEADER_DIR))/ -exportheader $(abspath $(CAPI_HEADER_DIR))/libk8s_lease_wrapper.h \
 	  $$(grep -l '^import "C"' $$(ls *.go | grep -v '_test\.go$$'))
@@ -348,7 +355,7 @@ $(BUILD)/bin/load-time: tests/bench/load_time.c
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $< -ldl
 
 # The replica program of the fault suite, for the user-pattern table.
-$(BUILD)/bin/lease-candidate: tests/cpp/lease_candidate.cpp include/k8s_lease.h $(LIB)
+$(BUILD)/bin/lease-candidate: tests/cpp/lease_candidate.cpp include/k8s_lease.h include/k8s_lease_compat.h $(LIB)
 	$(CXX) -std=c++17 -O2 -pthread -Iinclude -o $@ $< -L$(BUILD) -lk8s_lease_wrapper -Wl,-rpath,$(abspath $(BUILD))
 
 # BENCH_FLAGS=-only=user runs one section (see lease-bench -h).

@@ -3,10 +3,10 @@
 //	go build -buildmode=c-shared -o libk8s_lease_wrapper.so k8s_lease_wrapper.go
 //
 // This file alone must build the library (the C++ master's build names only
-// it). The C ABI itself, every function of include/k8s_lease.h, is defined
-// and exported by package capi, imported here for its side effects; another
-// Go c-shared library gets the same ABI by the same import (see package
-// capi and docs/embedding.md).
+// it). The C ABI itself, every function of include/k8s_lease.h and
+// include/k8s_lease_compat.h, is defined and exported by package capi,
+// imported here for its side effects; another Go c-shared library gets the
+// same ABI by the same import (see package capi and docs/embedding.md).
 //
 // cgo writes the header beside the library (libk8s_lease_wrapper.h, which
 // hosts include) from this package alone: its preamble below and its own
@@ -33,17 +33,19 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 extern "C" {
 #endif
 
-// Defined in package capi; documented in include/k8s_lease.h.
+// Defined in package capi; documented in include/k8s_lease.h and include/k8s_lease_compat.h.
 extern int K8sLeaseInit(char** errMsg);
 extern int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec, int retryPeriodSec, char** errMsg);
 extern int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
 extern int K8sLeaseRunElectionMsId(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, long long* electionId, char** errMsg);
 extern int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* fencingToken, char** errMsg);
 extern int K8sLeaseWaitElectedId(char* ns, char* leaseName, long long electionId, int timeoutSec, long long* fencingToken, char** errMsg);
+extern int K8sLeaseWaitElectedMsId(char* ns, char* leaseName, long long electionId, long long timeoutMs, long long* fencingToken, char** errMsg);
 extern int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseWaitLostId(char* ns, char* leaseName, long long electionId, char** errMsg);
 extern int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseHandOff(char* ns, char* leaseName, char* toIdentity, long long timeoutMs, char** errMsg);
+extern int K8sLeaseHandOffId(char* ns, char* leaseName, long long electionId, char* toIdentity, long long timeoutMs, char** errMsg);
 extern int K8sLeaseRunElectionWith(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char* version, int priority, int policy, long long* electionId, char** errMsg);
 extern int K8sLeaseCandidates(char* ns, char* leaseName, char** candidatesJson, char** errMsg);
 extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
@@ -55,6 +57,7 @@ extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, k8s
 extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
 extern int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
+extern int K8sLeasePatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
 extern int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
 extern int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
 extern int K8sLeaseShutdown(int timeoutMs, char** errMsg);

@@ -3,8 +3,10 @@ package main
 // The exports themselves are tested in package capi. Here: the standalone
 // library's own export, and that the three lists of the ABI's functions
 // agree: what package capi exports, what this package's preamble declares
-// (so the generated header declares it), and what include/k8s_lease.h
-// declares. (`make header-check` checks the types, on the built library.)
+// (so the generated header declares it), and what the hand-written headers,
+// include/k8s_lease.h and include/k8s_lease_compat.h, declare: each
+// function in one of them. (`make header-check` checks the types, on the
+// built library.)
 
 import (
 	"os"
@@ -57,9 +59,21 @@ func TestEveryExportIsDeclared(t *testing.T) {
 	if !slices.Equal(preamble, exported) {
 		t.Errorf("k8s_lease_wrapper.go's preamble declares\n  %v\npackage capi exports\n  %v", preamble, exported)
 	}
-	public := names(t, regexp.MustCompile(`(?m)^(?:int|void|(?:const )?char\*) (K8s\w+)\(`), "include/k8s_lease.h")
+	declared := regexp.MustCompile(`(?m)^(?:int|void|(?:const )?char\*) (K8s\w+)\(`)
+	family := names(t, declared, "include/k8s_lease.h")
+	compat := names(t, declared, "include/k8s_lease_compat.h")
+	public := slices.Sorted(slices.Values(append(slices.Clone(family), compat...)))
 	want := slices.Sorted(slices.Values(append(slices.Clone(exported), "K8sLeaseStandalone")))
 	if !slices.Equal(public, want) {
-		t.Errorf("include/k8s_lease.h declares\n  %v\nthe standalone library exports\n  %v", public, want)
+		t.Errorf("include/k8s_lease.h and include/k8s_lease_compat.h declare\n  %v\nthe standalone library exports\n  %v", public, want)
+	}
+	for _, f := range family {
+		if slices.Contains(compat, f) {
+			t.Errorf("%s is declared in both include/k8s_lease.h and include/k8s_lease_compat.h", f)
+		}
+	}
+	// The main header's target: one form per operation.
+	if len(family) > 20 {
+		t.Errorf("include/k8s_lease.h declares %d functions, more than 20: %v", len(family), family)
 	}
 }

@@ -260,18 +260,56 @@ func election(ns, leaseName *C.char, idField string, id int64) (*lease.Election,
 
 //export K8sLeaseWaitElected
 func K8sLeaseWaitElected(ns, leaseName *C.char, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
-	return waitElected(ns, leaseName, "", 0, timeoutSec, fencingToken, errMsg)
+	return waitElected(ns, leaseName, "", 0, seconds(timeoutSec), fencingToken, errMsg)
 }
 
 //export K8sLeaseWaitElectedId
 func K8sLeaseWaitElectedId(ns, leaseName *C.char, electionId C.longlong, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
-	return waitElected(ns, leaseName, "electionId", int64(electionId), timeoutSec, fencingToken, errMsg)
+	return waitElected(ns, leaseName, "electionId", int64(electionId), seconds(timeoutSec), fencingToken, errMsg)
 }
 
-func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.int, fencingToken *C.longlong, errMsg **C.char) C.int {
+//export K8sLeaseWaitElectedMsId
+func K8sLeaseWaitElectedMsId(ns, leaseName *C.char, electionId C.longlong, timeoutMs C.longlong, fencingToken *C.longlong, errMsg **C.char) C.int {
+	return waitElected(ns, leaseName, "electionId", int64(electionId), millis(timeoutMs), fencingToken, errMsg)
+}
+
+// timeout is a timeout argument as C gave it: its name, for the error, and
+// its length (0 when it is not > 0 or does not fit a time.Duration).
+type timeout struct {
+	field string
+	arg   int64
+	d     time.Duration
+}
+
+func seconds(s C.int) timeout {
+	return timeout{"timeoutSec", int64(s), time.Duration(max(s, 0)) * time.Second}
+}
+
+// maxMs is the longest timeout in milliseconds a time.Duration holds.
+const maxMs = int64(time.Duration(1<<63-1) / time.Millisecond)
+
+func millis(ms C.longlong) timeout {
+	t := timeout{field: "timeoutMs", arg: int64(ms)}
+	if ms > 0 && int64(ms) <= maxMs {
+		t.d = time.Duration(ms) * time.Millisecond
+	}
+	return t
+}
+
+func (t timeout) check() error {
+	switch {
+	case t.arg <= 0:
+		return fmt.Errorf("%w: %s: must be > 0, got %d", lease.ErrInvalidArgument, t.field, t.arg)
+	case t.d <= 0:
+		return fmt.Errorf("%w: %s: must be > 0 and at most %d, got %d", lease.ErrInvalidArgument, t.field, maxMs, t.arg)
+	}
+	return nil
+}
+
+func waitElected(ns, leaseName *C.char, idField string, id int64, t timeout, fencingToken *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
-		if timeoutSec <= 0 {
-			return -1, fmt.Errorf("%w: timeoutSec: must be > 0, got %d", lease.ErrInvalidArgument, timeoutSec)
+		if err := t.check(); err != nil {
+			return -1, err
 		}
 		e, err := election(ns, leaseName, idField, id)
 		if err != nil {
@@ -280,7 +318,7 @@ func waitElected(ns, leaseName *C.char, idField string, id int64, timeoutSec C.i
 		if e == nil {
 			return -1, lease.ErrNoElection
 		}
-		token, err := e.WaitElected(time.Duration(timeoutSec) * time.Second)
+		token, err := e.WaitElected(t.d)
 		if err != nil {
 			return -1, err
 		}
@@ -316,19 +354,28 @@ func waitLost(ns, leaseName *C.char, idField string, id int64, errMsg **C.char) 
 
 //export K8sLeaseHandOff
 func K8sLeaseHandOff(ns, leaseName, toIdentity *C.char, timeoutMs C.longlong, errMsg **C.char) C.int {
+	return handOff(ns, leaseName, "", 0, toIdentity, timeoutMs, errMsg)
+}
+
+//export K8sLeaseHandOffId
+func K8sLeaseHandOffId(ns, leaseName *C.char, electionId C.longlong, toIdentity *C.char, timeoutMs C.longlong, errMsg **C.char) C.int {
+	return handOff(ns, leaseName, "electionId", int64(electionId), toIdentity, timeoutMs, errMsg)
+}
+
+func handOff(ns, leaseName *C.char, idField string, id int64, toIdentity *C.char, timeoutMs C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
+		if idField != "" && id <= 0 {
+			return -1, fmt.Errorf("%w: %s: must be > 0, got %d", lease.ErrInvalidArgument, idField, id)
+		}
 		s, err := goStrings([]string{"ns", "leaseName", "toIdentity"}, ns, leaseName, toIdentity)
 		if err != nil {
 			return -1, err
 		}
-		const maxMs = int64(time.Duration(1<<63-1) / time.Millisecond)
-		if timeoutMs <= 0 || int64(timeoutMs) > maxMs {
-			return -1, fmt.Errorf("%w: timeoutMs: must be > 0 and at most %d, got %d", lease.ErrInvalidArgument, maxMs, int64(timeoutMs))
-		}
-		if err := lib.HandOff(s[0], s[1], s[2], time.Duration(timeoutMs)*time.Millisecond); err != nil {
+		t := millis(timeoutMs)
+		if err := t.check(); err != nil {
 			return -1, err
 		}
-		return 0, nil
+		return 0, lib.HandOffID(s[0], s[1], id, s[2], t.d)
 	})
 }
 
@@ -443,19 +490,19 @@ func K8sLeaseGetHolder(ns, leaseName *C.char, holderIdentity **C.char, fencingTo
 }
 
 //export K8sLeaseWatchHolder
-func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, errMsg **C.char) C.int {
+func K8sLeaseWatchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, errMsg **C.char) C.int {
 	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, nil, errMsg)
 }
 
 //export K8sLeaseWatchHolderId
-func K8sLeaseWatchHolderId(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
+func K8sLeaseWatchHolderId(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
 	if watchId != nil {
 		*watchId = 0
 	}
 	return watchHolder(ns, leaseName, callbackCtx, callbackFunc, watchId, errMsg)
 }
 
-func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
+func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc C.k8s_lease_holder_change_cb_t, watchId *C.longlong, errMsg **C.char) C.int {
 	return export(errMsg, func() (int, error) {
 		s, err := goStrings([]string{"namespace", "lease name"}, ns, leaseName)
 		if err != nil {
@@ -480,7 +527,7 @@ func watchHolder(ns, leaseName *C.char, callbackCtx unsafe.Pointer, callbackFunc
 
 // callHolderCallback hands one state to the host: holder NULL when there is
 // none; the string is ours and freed when the callback returns.
-func callHolderCallback(cb C.holder_change_cb_t, ctx unsafe.Pointer, st lease.HolderState) {
+func callHolderCallback(cb C.k8s_lease_holder_change_cb_t, ctx unsafe.Pointer, st lease.HolderState) {
 	var holder *C.char
 	if st.Holder != "" {
 		holder = C.CString(st.Holder)
@@ -508,6 +555,14 @@ func K8sPatchPodLabel(ns, podName, labelKey, labelValue *C.char, errMsg **C.char
 		}
 		return 0, lib.PatchPodLabel(s[0], s[1], s[2], s[3])
 	})
+}
+
+//export K8sLeasePatchPodLabel
+func K8sLeasePatchPodLabel(ns, podName, labelKey, labelValue *C.char, errMsg **C.char) C.int {
+	if labelValue == nil { // JSON merge patch's null: remove
+		return K8sRemovePodLabel(ns, podName, labelKey, errMsg)
+	}
+	return K8sPatchPodLabel(ns, podName, labelKey, labelValue, errMsg)
 }
 
 //export K8sRemovePodLabel

@@ -8,12 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
+typedef void (*k8s_lease_holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
 
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
 /* Go cannot call a C function pointer: these call cb(ctx, ...). */
-void k8s_lease_call_holder_cb(holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token);
+void k8s_lease_call_holder_cb(k8s_lease_holder_change_cb_t cb, void* ctx, const char* holder, size_t size, int64_t token);
 void k8s_lease_call_log_cb(k8s_lease_log_cb_t cb, void* ctx, int level, const char* msg, size_t size);
 
 #endif

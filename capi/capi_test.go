@@ -94,6 +94,14 @@ func TestNullArgumentsNeverCrash(t *testing.T) {
 		{"HandOff timeout overflows", func(m **cchar) int32 {
 			return int32(K8sLeaseHandOff(cs("ns"), cs("l"), cs("b"), 1<<62, m))
 		}, "timeoutMs: must be > 0 and at most"},
+		{"HandOffId id", func(m **cchar) int32 { return int32(K8sLeaseHandOffId(cs("ns"), cs("l"), 0, cs("b"), 100, m)) }, "electionId: must be > 0"},
+		{"HandOffId timeout", func(m **cchar) int32 { return int32(K8sLeaseHandOffId(cs("ns"), cs("l"), 1, cs("b"), 0, m)) }, "timeoutMs: must be > 0"},
+		{"WaitElectedMsId timeout", func(m **cchar) int32 { return int32(K8sLeaseWaitElectedMsId(cs("ns"), cs("l"), 1, 0, nil, m)) }, "timeoutMs: must be > 0"},
+		{"WaitElectedMsId timeout overflows", func(m **cchar) int32 {
+			return int32(K8sLeaseWaitElectedMsId(cs("ns"), cs("l"), 1, 1<<62, nil, m))
+		}, "timeoutMs: must be > 0 and at most"},
+		{"WaitElectedMsId id", func(m **cchar) int32 { return int32(K8sLeaseWaitElectedMsId(cs("ns"), cs("l"), 0, 1000, nil, m)) }, "electionId: must be > 0"},
+		{"LeasePatchPodLabel NULL value removes", func(m **cchar) int32 { return int32(K8sLeasePatchPodLabel(cs("ns"), cs("p"), nil, nil, m)) }, "label key: must not be NULL"},
 		{"Metrics", func(m **cchar) int32 { return int32(K8sLeaseMetrics(nil, m)) }, "text: must not be NULL"},
 		{"SetLogLevel", func(m **cchar) int32 { return int32(K8sLeaseSetLogLevel(99, m)) }, "log level: must be 0..12"},
 		{"bad name", func(m **cchar) int32 { return int32(K8sLeaseIsLeader(cs("ns"), cs("Bad_Name"), nil, nil, m)) }, `lease name "Bad_Name"`},
@@ -125,5 +133,8 @@ func TestNoElectionAnswers(t *testing.T) {
 	}
 	if rc := K8sLeaseWaitElected(cs("ns"), cs("none"), 1, nil, &msg); rc != -1 || !strings.Contains(takeMsg(&msg), "no election") {
 		t.Fatalf("WaitElected without election = %d", rc)
+	}
+	if rc := K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 1000, nil, &msg); rc != -1 || !strings.Contains(takeMsg(&msg), "no election") {
+		t.Fatalf("WaitElectedMsId without election = %d", rc)
 	}
 }

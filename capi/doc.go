@@ -1,6 +1,7 @@
 // Package capi is the C ABI of k8s-lease: it defines and exports, with
-// cgo's //export, every function of include/k8s_lease.h (the K8sLease*
-// functions, K8sPatchPodLabel and K8sRemovePodLabel) but K8sLeaseStandalone.
+// cgo's //export, every function of include/k8s_lease.h and
+// include/k8s_lease_compat.h (the K8sLease* functions, K8sPatchPodLabel and
+// K8sRemovePodLabel) but K8sLeaseStandalone.
 // It has no Go API.
 //
 // The standalone library libk8s_lease_wrapper.so is the main package in

@@ -10,10 +10,10 @@
 // Copy it into that module's directory (which requires
 // github.com/k8s-lease/k8s-lease). It is the root k8s_lease_wrapper.go
 // without main and without K8sLeaseStandalone: the library exports every
-// function of include/k8s_lease.h but K8sLeaseStandalone (from package
-// capi, imported below), and the header cgo generates for it declares
-// them (the preamble below; cgo does not declare a non-main package's
-// exports, golang/go#27150). A library built from a directory (go build .)
+// function of include/k8s_lease.h and include/k8s_lease_compat.h but
+// K8sLeaseStandalone (from package capi, imported below), and the header
+// cgo generates for it declares them (the preamble below; cgo does not
+// declare a non-main package's exports, golang/go#27150). A library built from a directory (go build .)
 // needs no copy: its main package imports package capi (see docs/embedding.md).
 //
 // The build constraint keeps this file out of this module's own builds
@@ -46,17 +46,19 @@ typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t
 extern "C" {
 #endif
 
-// Defined in package capi; documented in include/k8s_lease.h.
+// Defined in package capi; documented in include/k8s_lease.h and include/k8s_lease_compat.h.
 extern int K8sLeaseInit(char** errMsg);
 extern int K8sLeaseRunElection(char* ns, char* leaseName, char* identity, int leaseDurationSec, int renewDeadlineSec, int retryPeriodSec, char** errMsg);
 extern int K8sLeaseRunElectionMs(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char** errMsg);
 extern int K8sLeaseRunElectionMsId(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, long long* electionId, char** errMsg);
 extern int K8sLeaseWaitElected(char* ns, char* leaseName, int timeoutSec, long long* fencingToken, char** errMsg);
 extern int K8sLeaseWaitElectedId(char* ns, char* leaseName, long long electionId, int timeoutSec, long long* fencingToken, char** errMsg);
+extern int K8sLeaseWaitElectedMsId(char* ns, char* leaseName, long long electionId, long long timeoutMs, long long* fencingToken, char** errMsg);
 extern int K8sLeaseWaitLost(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseWaitLostId(char* ns, char* leaseName, long long electionId, char** errMsg);
 extern int K8sLeaseCancelElection(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseHandOff(char* ns, char* leaseName, char* toIdentity, long long timeoutMs, char** errMsg);
+extern int K8sLeaseHandOffId(char* ns, char* leaseName, long long electionId, char* toIdentity, long long timeoutMs, char** errMsg);
 extern int K8sLeaseRunElectionWith(char* ns, char* leaseName, char* identity, long long leaseDurationMs, long long renewDeadlineMs, long long retryPeriodMs, char* version, int priority, int policy, long long* electionId, char** errMsg);
 extern int K8sLeaseCandidates(char* ns, char* leaseName, char** candidatesJson, char** errMsg);
 extern int K8sLeaseCancelElectionId(char* ns, char* leaseName, long long electionId, char** errMsg);
@@ -68,6 +70,7 @@ extern int K8sLeaseWatchHolder(char* ns, char* leaseName, void* callbackCtx, k8s
 extern int K8sLeaseWatchHolderId(char* ns, char* leaseName, void* callbackCtx, k8s_lease_holder_change_cb_t callbackFunc, long long* watchId, char** errMsg);
 extern int K8sLeaseCancelWatch(char* ns, char* leaseName, char** errMsg);
 extern int K8sLeaseCancelWatchId(char* ns, char* leaseName, long long watchId, char** errMsg);
+extern int K8sLeasePatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
 extern int K8sPatchPodLabel(char* ns, char* podName, char* labelKey, char* labelValue, char** errMsg);
 extern int K8sRemovePodLabel(char* ns, char* podName, char* labelKey, char** errMsg);
 extern int K8sLeaseShutdown(int timeoutMs, char** errMsg);

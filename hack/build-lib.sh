@@ -36,11 +36,11 @@ case $1 in
   ;;
 --sources)
   cd "$root"
-  # k8s_lease_wrapper.go, the header capi/callbacks.c includes, the module
+  # k8s_lease_wrapper.go, the headers capi/callbacks.c includes, the module
   # files, this script (first: listed even if go list fails); then every
   # package of this module the library imports, with their C files and the
   # Go files other build tags select (the panic library's).
-  printf '%s\n' k8s_lease_wrapper.go include/k8s_lease.h go.mod go.sum hack/build-lib.sh
+  printf '%s\n' k8s_lease_wrapper.go include/k8s_lease.h include/k8s_lease_compat.h go.mod go.sum hack/build-lib.sh
   list=$("$GO" list -mod=readonly -deps -f '{{if .Module}}{{if eq .Module.Path "'"$module"'"}}{{.Dir}}/ {{join .GoFiles " "}} {{join .CgoFiles " "}} {{join .IgnoredGoFiles " "}} {{join .CFiles " "}} {{join .HFiles " "}} {{join .SFiles " "}}{{end}}{{end}}' k8s_lease_wrapper.go)
   while read -r dir files; do
     [ -n "$dir" ] || continue

@@ -1,4 +1,5 @@
-// k8s_lease.hpp - header-only C++17 wrapper over k8s_lease.h.
+// k8s_lease.hpp - header-only C++17 wrapper over k8s_lease.h: every
+// operation of the C API, on RAII objects that hold their handle.
 //
 // Errors: functions throw k8s_lease::Error (a std::runtime_error carrying the
 // library's message) when the C call returns -1, except where a result type
@@ -19,6 +20,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -55,6 +57,13 @@ inline void check(int rc, const Message& m, const char* what) {
   if (rc < 0) throw Error(std::string(what) + ": " + m.str());
 }
 
+// Takes a string the library returned (nullptr: "").
+inline std::string take(char* p) {
+  std::string s = p ? p : "";
+  K8sLeaseFree(p);
+  return s;
+}
+
 }  // namespace detail
 
 // Election timing (client-go's). The lease duration must be whole seconds.
@@ -62,6 +71,13 @@ struct Timing {
   std::chrono::milliseconds lease_duration{15000};
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
+};
+
+// What a candidate declares, and its leader policies (K8sLeaseRunElectionWith).
+struct ElectionOptions {
+  std::string version;  // semantic ("1.4.2"); "": none, older than any
+  int priority = 0;     // among candidates of one version, higher preferred
+  int policy = 0;       // K8S_LEASE_POLICY_* flags
 };
 
 struct LeaderStatus {
@@ -103,11 +119,11 @@ inline std::optional<Holder> GetHolder(const std::string& ns, const std::string&
   return h;
 }
 
-// PatchPodLabel sets label key=value on Pod ns/pod (K8sPatchPodLabel), e.g.
-// so that a Service selects the leader.
+// PatchPodLabel sets label key=value on Pod ns/pod (K8sLeasePatchPodLabel),
+// e.g. so that a Service selects the leader.
 inline void PatchPodLabel(const std::string& ns, const std::string& pod, const std::string& key, const std::string& value) {
   detail::Message m;
-  detail::check(K8sPatchPodLabel(detail::c(ns), detail::c(pod), detail::c(key), detail::c(value), m.out()), m,
+  detail::check(K8sLeasePatchPodLabel(detail::c(ns), detail::c(pod), detail::c(key), detail::c(value), m.out()), m,
                 "k8s_lease::PatchPodLabel");
 }
 
@@ -118,16 +134,86 @@ inline void PatchPodLabel(const std::string& ns, const std::string& pod, const s
   PatchPodLabel(ns, pod, key, value);
 }
 
+// RemovePodLabel removes it (K8sLeasePatchPodLabel with no value); an
+// absent label is success.
 inline void RemovePodLabel(const std::string& ns, const std::string& pod, const std::string& key) {
   detail::Message m;
-  detail::check(K8sRemovePodLabel(detail::c(ns), detail::c(pod), detail::c(key), m.out()), m,
+  detail::check(K8sLeasePatchPodLabel(detail::c(ns), detail::c(pod), detail::c(key), nullptr, m.out()), m,
                 "k8s_lease::RemovePodLabel");
+}
+
+// Candidates returns the live candidates of ns/lease, best first, as the
+// JSON array of K8sLeaseCandidates.
+inline std::string Candidates(const std::string& ns, const std::string& lease) {
+  detail::Message m;
+  char* json = nullptr;
+  detail::check(K8sLeaseCandidates(detail::c(ns), detail::c(lease), &json, m.out()), m, "k8s_lease::Candidates");
+  return detail::take(json);
 }
 
 // Shutdown cancels every election (releasing) and watch of the process.
 inline void Shutdown(std::chrono::milliseconds timeout) {
   detail::Message m;
   detail::check(K8sLeaseShutdown(static_cast<int>(timeout.count()), m.out()), m, "k8s_lease::Shutdown");
+}
+
+// SetLogLevel: 0 errors, 1 warnings (the default), 2 info, 3 debug, 4..12
+// client-go's verbosity too.
+inline void SetLogLevel(int level) {
+  detail::Message m;
+  detail::check(K8sLeaseSetLogLevel(level, m.out()), m, "k8s_lease::SetLogLevel");
+}
+
+// A log sink: level (0 error, 1 warning, 2 info, 3+ debug) and the line.
+using Logger = std::function<void(int level, const std::string& msg)>;
+
+namespace detail {
+inline std::mutex& logger_mu() {
+  static std::mutex mu;
+  return mu;
+}
+inline Logger*& logger() {
+  static Logger* current = nullptr;
+  return current;
+}
+inline void LogShim(void* ctx, int level, const char* msg, size_t size) noexcept {
+  try {
+    (*static_cast<Logger*>(ctx))(level, std::string(msg, size));
+  } catch (...) {  // never into the library
+  }
+}
+}  // namespace detail
+
+// SetLogger sends the library's logs to sink (runs on one library thread,
+// one line at a time); an empty sink restores standard error. Not from
+// inside a sink: the replaced sink is freed once the library no longer
+// calls it.
+inline void SetLogger(Logger sink) {
+  std::lock_guard<std::mutex> lock(detail::logger_mu());
+  Logger* next = sink ? new Logger(std::move(sink)) : nullptr;
+  detail::Message m;
+  int rc = K8sLeaseSetLogger(next, next ? &detail::LogShim : nullptr, m.out());
+  if (rc < 0) {
+    delete next;
+    detail::check(rc, m, "k8s_lease::SetLogger");
+  }
+  delete std::exchange(detail::logger(), next);
+}
+
+// Stats returns K8sLeaseStats' JSON; Metrics the Prometheus text of
+// K8sLeaseMetrics, to append to a host's /metrics.
+inline std::string Stats() {
+  detail::Message m;
+  char* json = nullptr;
+  detail::check(K8sLeaseStats(&json, m.out()), m, "k8s_lease::Stats");
+  return detail::take(json);
+}
+
+inline std::string Metrics() {
+  detail::Message m;
+  char* text = nullptr;
+  detail::check(K8sLeaseMetrics(&text, m.out()), m, "k8s_lease::Metrics");
+  return detail::take(text);
 }
 
 // Election is one candidacy and at most one term of leadership. Every
@@ -137,12 +223,13 @@ inline void Shutdown(std::chrono::milliseconds timeout) {
 // `e = std::make_unique<Election>(...)`). Not copyable or movable.
 class Election {
  public:
-  Election(std::string ns, std::string lease, std::string identity, const Timing& t = Timing{})
+  Election(std::string ns, std::string lease, std::string identity, const Timing& t = Timing{},
+           const ElectionOptions& o = ElectionOptions{})
       : ns_(std::move(ns)), lease_(std::move(lease)), identity_(std::move(identity)) {
     detail::Message m;
-    int rc = K8sLeaseRunElectionMsId(detail::c(ns_), detail::c(lease_), detail::c(identity_),
-                                     t.lease_duration.count(), t.renew_deadline.count(), t.retry_period.count(),
-                                     &id_, m.out());
+    int rc = K8sLeaseRunElectionWith(detail::c(ns_), detail::c(lease_), detail::c(identity_), t.lease_duration.count(),
+                                     t.renew_deadline.count(), t.retry_period.count(), detail::c(o.version), o.priority,
+                                     o.policy, &id_, m.out());
     detail::check(rc, m, "k8s_lease::Election");
   }
   Election(const Election&) = delete;
@@ -150,12 +237,12 @@ class Election {
   ~Election() { K8sLeaseCancelElectionId(detail::c(ns_), detail::c(lease_), id_, nullptr); }
 
   // The fencing token once elected; std::nullopt on timeout (the candidacy
-  // is then cancelled), cancel or loss, with the reason in *why.
-  std::optional<long long> WaitElected(std::chrono::seconds timeout, std::string* why = nullptr) {
+  // is then cancelled: wait on a thread rather than poll), cancel or loss,
+  // with the reason in *why.
+  std::optional<long long> WaitElected(std::chrono::milliseconds timeout, std::string* why = nullptr) {
     detail::Message m;
     long long token = 0;
-    if (K8sLeaseWaitElectedId(detail::c(ns_), detail::c(lease_), id_, static_cast<int>(timeout.count()), &token,
-                              m.out()) != 0) {
+    if (K8sLeaseWaitElectedMsId(detail::c(ns_), detail::c(lease_), id_, timeout.count(), &token, m.out()) != 0) {
       if (why) *why = m.str();
       return std::nullopt;
     }
@@ -186,14 +273,17 @@ class Election {
 
   // HandOff ends this leadership and gives the lease to the candidate `to`;
   // returns once it leads, throws with the reason otherwise (see
-  // K8sLeaseHandOff). The election is over either way. Unlike the other
-  // members it acts by lease name (the C ABI has no hand-off by id): call
-  // it only while this object's election is the lease's current one.
+  // K8sLeaseHandOffId). The election is over either way.
   void HandOff(const std::string& to, std::chrono::milliseconds timeout) {
     detail::Message m;
-    detail::check(K8sLeaseHandOff(detail::c(ns_), detail::c(lease_), to.c_str(), timeout.count(), m.out()), m,
-                  "k8s_lease::HandOff");
+    detail::check(
+        K8sLeaseHandOffId(detail::c(ns_), detail::c(lease_), id_, detail::c(to), timeout.count(), m.out()), m,
+        "k8s_lease::HandOff");
   }
+
+  // Candidates of this election's lease (k8s_lease::Candidates): the
+  // targets HandOff may name.
+  std::string Candidates() const { return k8s_lease::Candidates(ns_, lease_); }
 
   // PublishEndpoint routes the selector-less Service `service` to
   // address:port while this election leads (see K8sLeasePublishEndpoint);
@@ -208,11 +298,11 @@ class Election {
   const std::string& ns() const { return ns_; }
   const std::string& lease() const { return lease_; }
   const std::string& identity() const { return identity_; }
-  long long id() const { return id_; }
+  k8s_lease_election id() const { return id_; }
 
  private:
   std::string ns_, lease_, identity_;
-  long long id_ = 0;
+  k8s_lease_election id_ = 0;
 };
 
 // HolderWatch calls back with the current holder, then on every change of
@@ -234,7 +324,7 @@ class HolderWatch {
   HolderWatch(const HolderWatch&) = delete;
   HolderWatch& operator=(const HolderWatch&) = delete;
   ~HolderWatch() { K8sLeaseCancelWatchId(detail::c(ns_), detail::c(lease_), id_, nullptr); }
-  long long id() const { return id_; }
+  k8s_lease_holder_watch id() const { return id_; }
 
  private:
   static void Shim(void* ctx, const char* holder, size_t size, int64_t token) noexcept {
@@ -252,7 +342,7 @@ class HolderWatch {
 
   std::string ns_, lease_;
   Callback cb_;
-  long long id_ = 0;
+  k8s_lease_holder_watch id_ = 0;
 };
 
 }  // namespace k8s_lease

@@ -69,6 +69,13 @@ const HandOffFailedAnnotation = "k8s-lease.io/hand-off-failed"
 // no live candidate record is refused before anything changes (when the
 // record can be read at all).
 func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
+	return m.HandOffID(ns, name, 0, to, timeout)
+}
+
+// HandOffID is HandOff for the election with that id only (0: whichever
+// runs): a later election on the lease is not the caller's, so it is
+// refused as no election.
+func (m *Manager) HandOffID(ns, name string, id int64, to string, timeout time.Duration) error {
 	if err := ValidateKey(ns, name); err != nil {
 		return err
 	}
@@ -84,6 +91,9 @@ func (m *Manager) HandOff(ns, name, to string, timeout time.Duration) error {
 	key := Key{ns, name}
 	m.mu.Lock()
 	e := m.elections[key]
+	if e != nil && id != 0 && e.id != id {
+		e = nil // a later election: not the caller's
+	}
 	m.mu.Unlock()
 	switch {
 	case e == nil:

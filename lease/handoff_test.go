@@ -119,6 +119,11 @@ func TestHandOffRefusals(t *testing.T) {
 			}
 		})
 	}
+	// By id: another id than the running election's is no election.
+	id := a.Election("ns", "l").ID()
+	if err := a.HandOffID("ns", "l", id+1000, "b", time.Second); !errors.Is(err, ErrNoElection) {
+		t.Fatalf("HandOffID with another election's id = %v, want %v", err, ErrNoElection)
+	}
 	if ok, _, _ := a.Election("ns", "l").IsLeader(); !ok {
 		t.Fatal("a refused hand-off ended the leadership")
 	}

@@ -6,7 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"
 
 static long long now_ns(void) {
   struct timespec ts;

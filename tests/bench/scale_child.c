@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -13,8 +13,8 @@
 # (with -trimpath, as the LIB recipe builds: the compiled client-go is then
 # the build cache's, not a second compile). Checked: this module's own
 # builds leave the embedded file out, and its preamble is the root file's;
-# the library exports every function of include/k8s_lease.h but
-# K8sLeaseStandalone, plus the other file's, and nothing else of ours; its
+# the library exports every function of include/k8s_lease.h and
+# include/k8s_lease_compat.h but K8sLeaseStandalone, plus the other file's, and nothing else of ours; its
 # generated header declares exactly those, compiles as C11 and C++17 with
 # every warning an error and has the types of package capi's definitions;
 # and a C program linked against it calls both files' exports in one
@@ -82,10 +82,10 @@ echo "combined: libcombined.h compiles as C11 -pedantic and C++17 (-Wall -Wextra
 # exports the header's functions but K8sLeaseStandalone, and the other
 # file's: not k8s_lease_embedded_anchor (hidden), nothing else.
 lines() { tr ' ' '\n' | sed '/^$/d' | sort -u; }
-public=$(grep -oE '^(int|void|(const )?char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" | grep -oE 'K8s[A-Za-z]+' | lines)
+public=$(grep -ohE '^(int|void|(const )?char\*) K8s[A-Za-z]+\(' "$root/include/k8s_lease.h" "$root/include/k8s_lease_compat.h" | grep -oE 'K8s[A-Za-z]+' | lines)
 want=$(echo "$public" | grep -vx K8sLeaseStandalone)
 [ "$(echo "$want" | wc -l)" -ge 20 ] && [ "$(echo "$public" | wc -l)" = "$(( $(echo "$want" | wc -l) + 1 ))" ] \
-  || { echo "combined: include/k8s_lease.h does not declare K8sLeaseStandalone and 20 more: $public" >&2; exit 1; }
+  || { echo "combined: include/k8s_lease.h and include/k8s_lease_compat.h do not declare K8sLeaseStandalone and 20 more: $public" >&2; exit 1; }
 exported=$(nm -D --defined-only libcombined.so | awk '$2 == "T" { print $3 }' | grep -vE '^(_cgo|x_cgo_|crosscall[0-9]$|fatalf$)' | lines)
 # (_GoStringLen and _GoStringPtr are cgo's prologue's.)
 in_generated=$(grep -oE '^extern [A-Za-z0-9_* ]+\b[A-Za-z0-9_]+\(' libcombined.h | grep -oE '[A-Za-z0-9_]+\($' | tr -d '(' | grep -vE '^_GoString(Len|Ptr)$' | lines)
@@ -102,7 +102,7 @@ compare "libcombined.so exports" "$exported" "$(printf '%s\nStandInGet\nStandInP
 compare "libcombined.h declares" "$in_generated" "$(printf '%s\nStandInGet\nStandInPut\nk8s_lease_embedded_anchor\n' "$want" | lines)"
 compare "tests/header/generated_header.c type-checks" "$in_check" "$want"
 [ "$status" = 0 ] || exit 1
-echo "combined: libcombined.so exports $(echo "$want" | wc -l) functions of include/k8s_lease.h (all but K8sLeaseStandalone) and StandInGet, StandInPut;" \
+echo "combined: libcombined.so exports $(echo "$want" | wc -l) functions of include/k8s_lease.h and _compat.h (all but K8sLeaseStandalone) and StandInGet, StandInPut;" \
   "libcombined.h declares them (and the hidden k8s_lease_embedded_anchor), with the header's types"
 
 # One process, one runtime: both files' exports; K8sLeaseInit names the

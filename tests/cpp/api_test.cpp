@@ -119,6 +119,8 @@ TEST(Api, NoElectionAnswers) {
   EXPECT_EQ(K8sLeaseCancelElection(S(ns), S(l), err.out()), 0) << err.str();
   EXPECT_EQ(K8sLeaseCancelWatch(S(ns), S(l), err.out()), 0) << err.str();
   ExpectError(K8sLeaseWaitElected(S(ns), S(l), 1, nullptr, err.out()), err, "no election");
+  ExpectError(K8sLeaseWaitElectedMsId(S(ns), S(l), 1, 1000, nullptr, err.out()), err, "no election");
+  ExpectError(K8sLeaseHandOffId(S(ns), S(l), 1, S("b"), 1000, err.out()), err, "not the leader");
 }
 
 TEST(Api, GetHolderOfMissingLeaseReturnsOne) {
@@ -142,6 +144,13 @@ TEST(Api, PodLabel) {
   ASSERT_EQ(K8sRemovePodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), err.out()), 0) << "absent label: " << err.str();
   EXPECT_NE(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
   ExpectError(K8sPatchPodLabel(S(ns), S("no-such-pod"), S("k"), S("v"), err.out()), err, "not found");
+  // The main family's one call: a value sets, NULL removes.
+  ASSERT_EQ(K8sLeasePatchPodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), S("true"), err.out()), 0) << err.str();
+  EXPECT_EQ(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
+  ASSERT_EQ(K8sLeasePatchPodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), nullptr, err.out()), 0) << err.str();
+  ASSERT_EQ(K8sLeasePatchPodLabel(S(ns), S(pod), S("k8s-lease.io/leader"), nullptr, err.out()), 0) << "absent label: " << err.str();
+  EXPECT_NE(Kubectl("-n " + ns + " get pods -l k8s-lease.io/leader=true -o name | grep -q pod/" + pod), 0);
+  ExpectError(K8sLeasePatchPodLabel(S(ns), S("no-such-pod"), S("k"), nullptr, err.out()), err, "not found");
 }
 
 // Every function that takes a name, driven with each kind of bad name: -1
@@ -179,7 +188,9 @@ TEST(Api, EveryFunctionRefusesEveryMalformedName) {
       {"WaitElectedId", [](const char* n, const char* l, char** e) { return K8sLeaseWaitElectedId(n, l, 1, 1, nullptr, e); }},
       {"WaitLostId", [](const char* n, const char* l, char** e) { return K8sLeaseWaitLostId(n, l, 1, e); }},
       {"IsLeaderId", [](const char* n, const char* l, char** e) { return K8sLeaseIsLeaderId(n, l, 1, nullptr, nullptr, e); }},
+      {"WaitElectedMsId", [](const char* n, const char* l, char** e) { return K8sLeaseWaitElectedMsId(n, l, 1, 1000, nullptr, e); }},
       {"PatchPodLabel", [](const char* n, const char* p, char** e) { return K8sPatchPodLabel(n, p, "k", "v", e); }},
+      {"LeasePatchPodLabel", [](const char* n, const char* p, char** e) { return K8sLeasePatchPodLabel(n, p, "k", nullptr, e); }},
       {"RemovePodLabel", [](const char* n, const char* p, char** e) { return K8sRemovePodLabel(n, p, "k", e); }},
   };
   int checked = 0;
@@ -226,7 +237,14 @@ TEST(Api, OutOfRangeNumbersAndMalformedLabelArguments) {
     ExpectError(K8sLeaseWaitElectedId(S(ns), S("l"), id, 1, nullptr, err.out()), err, "electionId: must be > 0");
     ExpectError(K8sLeaseWaitLostId(S(ns), S("l"), id, err.out()), err, "electionId: must be > 0");
     ExpectError(K8sLeaseIsLeaderId(S(ns), S("l"), id, nullptr, nullptr, err.out()), err, "electionId: must be > 0");
+    ExpectError(K8sLeaseWaitElectedMsId(S(ns), S("l"), id, 1000, nullptr, err.out()), err, "electionId: must be > 0");
+    ExpectError(K8sLeaseHandOffId(S(ns), S("l"), id, S("b"), 100, err.out()), err, "electionId: must be > 0");
   }
+  for (long long ms : {0LL, -1LL, LLONG_MIN})
+    ExpectError(K8sLeaseWaitElectedMsId(S(ns), S("l"), 1, ms, nullptr, err.out()), err, "timeoutMs: must be > 0");
+  ExpectError(K8sLeaseWaitElectedMsId(S(ns), S("l"), 1, LLONG_MAX, nullptr, err.out()), err, "timeoutMs: must be > 0 and at most");
+  ExpectError(K8sLeaseHandOffId(S(ns), S("l"), 1, S("b"), 0, err.out()), err, "timeoutMs: must be > 0");
+  ExpectError(K8sLeaseHandOffId(S(ns), S("l"), 1, nullptr, 100, err.out()), err, "toIdentity: must not be NULL");
   const std::string huge(1 << 20, 'k');
   for (const std::string& key : {std::string(""), huge, std::string("a/b/c"), std::string("/x"), std::string("k\xff")})
     ExpectError(K8sPatchPodLabel(S(ns), S("p"), S(key), S("v"), err.out()), err, "label key");

@@ -291,6 +291,12 @@ TEST(Election, CandidatesAndHandOffRefusal) {
   EXPECT_EQ(K8sLeaseIsLeaderId(S(ns), S(l), id, nullptr, nullptr, nullptr), 1) << "a refused hand-off ended the leadership";
   EXPECT_EQ(K8sLeaseHandOff(S(ns), S(l), S("cpp-cand"), 1000, err.out()), -1);
   EXPECT_NE(err.str().find("own identity"), std::string::npos) << err.str();
+  // By handle: the same refusals; another handle is no election.
+  EXPECT_EQ(K8sLeaseHandOffId(S(ns), S(l), id, S("nobody"), 1000, err.out()), -1);
+  EXPECT_NE(err.str().find("target not seen campaigning"), std::string::npos) << err.str();
+  EXPECT_EQ(K8sLeaseHandOffId(S(ns), S(l), id + 1000, S("nobody"), 1000, err.out()), -1);
+  EXPECT_NE(err.str().find("no election"), std::string::npos) << err.str();
+  EXPECT_EQ(K8sLeaseIsLeaderId(S(ns), S(l), id, nullptr, nullptr, nullptr), 1) << "a refused hand-off ended the leadership";
   // No other candidate: the policy falls back to a release.
   ASSERT_EQ(K8sLeaseCancelElectionId(S(ns), S(l), id, err.out()), 0) << err.str();
   EXPECT_EQ(K8sLeaseIsLeaderId(S(ns), S(l), id, nullptr, nullptr, nullptr), 0);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"  // the tests call every export, the earlier forms too
 
 namespace k8s_lease_test {
 

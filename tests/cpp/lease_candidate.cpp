@@ -54,7 +54,7 @@
 #include <string>
 #include <thread>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"  // our first user's calls are earlier forms
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "k8s_lease.h"
+#include "k8s_lease_compat.h"
 
 extern "C" int OtherGoAnswer(void);
 

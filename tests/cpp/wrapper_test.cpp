@@ -121,4 +121,55 @@ TEST(Wrapper, AnEndedElectionDoesNotReachItsReplacement) {
   std::string why;
   EXPECT_FALSE(first.WaitElected(1s, &why).has_value());
   EXPECT_TRUE(second.IsLeader()) << "the ended Election's WaitElected cancelled the new one";
+  EXPECT_THROW(first.HandOff("third", 1s), k8s_lease::Error);
+  EXPECT_TRUE(second.IsLeader()) << "the ended Election's HandOff reached the new one";
+}
+
+// What a candidate declares reaches its record; Candidates() lists it; a
+// hand-off to a replica that does not campaign throws and keeps leadership.
+TEST(Wrapper, OptionsCandidatesAndHandOff) {
+  std::string l = UniqueLease("options");
+  k8s_lease::ElectionOptions o;
+  o.version = "2.1.0";
+  o.priority = 7;
+  o.policy = K8S_LEASE_POLICY_HANDOFF_ON_CANCEL;
+  k8s_lease::Election e(kNamespace, l, "opt-a", kFast, o);
+  ASSERT_TRUE(e.WaitElected(10s));
+  std::string listed;
+  for (int i = 0; i < 500 && listed.find("opt-a") == std::string::npos; i++) {
+    listed = e.Candidates();
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_NE(listed.find("\"identity\":\"opt-a\",\"version\":\"2.1.0\",\"priority\":7"), std::string::npos) << listed;
+  EXPECT_NE(k8s_lease::Candidates(kNamespace, l).find("opt-a"), std::string::npos);
+  try {
+    e.HandOff("nobody", 1s);
+    FAIL() << "a hand-off to a replica that does not campaign succeeded";
+  } catch (const k8s_lease::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("target not seen campaigning"), std::string::npos) << err.what();
+  }
+  EXPECT_TRUE(e.IsLeader()) << "a refused hand-off ended the leadership";
+  EXPECT_THROW(k8s_lease::Election(kNamespace, l, "opt-b", kFast, k8s_lease::ElectionOptions{"latest", 0, 0}),
+               k8s_lease::Error);
+}
+
+// Logs, stats and metrics through the wrapper.
+TEST(Wrapper, LoggerStatsAndMetrics) {
+  std::atomic<int> lines{0};
+  k8s_lease::SetLogLevel(2);
+  k8s_lease::SetLogger([&](int, const std::string& msg) {
+    if (!msg.empty()) lines++;
+  });
+  std::string l = UniqueLease("logs");
+  {
+    k8s_lease::Election e(kNamespace, l, "log-a", kFast);
+    ASSERT_TRUE(e.WaitElected(10s));
+  }
+  for (int i = 0; i < 500 && lines == 0; i++) std::this_thread::sleep_for(10ms);
+  k8s_lease::SetLogger(nullptr);  // back to standard error; the sink is freed
+  k8s_lease::SetLogLevel(1);
+  EXPECT_GT(lines.load(), 0) << "no log line at level 2 for an election";
+  EXPECT_THROW(k8s_lease::SetLogLevel(13), k8s_lease::Error);
+  EXPECT_NE(k8s_lease::Stats().find("\"name\":\"" + l + "\""), std::string::npos);
+  EXPECT_NE(k8s_lease::Metrics().find("k8s_lease_goroutines"), std::string::npos);
 }
