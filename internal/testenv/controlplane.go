@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -42,6 +43,32 @@ type component struct {
 	argv, env []string
 	cmd       *exec.Cmd // nil while stopped, or while envtest-server's runs
 	done      chan struct{}
+	// out: the last output of the process Start started, and how it
+	// ended (once done is closed): what WaitReady reports if it exits.
+	out  *tailBuffer
+	exit error
+}
+
+// tailBuffer keeps the last 4 KiB written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - 4096; over > 0 {
+		b.buf = b.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // Proc is a handle on one control-plane process: etcd member Index or
@@ -186,6 +213,8 @@ func (p Proc) Start() error {
 	}
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
+	out := &tailBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
 	// Killed if the test binary dies, so never orphaned. Pdeathsig follows
 	// the forking *thread*, so that thread is locked and kept until the
 	// process exits.
@@ -199,14 +228,17 @@ func (p Proc) Start() error {
 			return
 		}
 		started <- nil
-		_ = cmd.Wait()
+		err := cmd.Wait()
+		p.s.mu.Lock()
+		c.exit = err
+		p.s.mu.Unlock()
 		close(done)
 	}()
 	if err := <-started; err != nil {
 		return fmt.Errorf("restart %s: %w", p, err)
 	}
 	p.s.mu.Lock()
-	c.cmd, c.done = cmd, done
+	c.cmd, c.done, c.out = cmd, done, out
 	p.s.mu.Unlock()
 	return nil
 }
@@ -259,10 +291,33 @@ func (p Proc) WaitReady(timeout time.Duration) error {
 		if err == nil {
 			return nil
 		}
+		if exited := p.exited(); exited != nil {
+			return exited
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%s not ready after %v: %w", p, timeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// exited says how a process Start started ended, with its last output,
+// or nil while it runs (or was not started by Start).
+func (p Proc) exited() error {
+	c := p.s.component(p)
+	if c == nil {
+		return nil
+	}
+	p.s.mu.Lock()
+	defer p.s.mu.Unlock()
+	if c.done == nil || c.out == nil {
+		return nil
+	}
+	select {
+	case <-c.done:
+		return fmt.Errorf("%s exited (%v) before it was ready; its last output:\n%s", p, c.exit, c.out.String())
+	default:
+		return nil
 	}
 }
 
