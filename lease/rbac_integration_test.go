@@ -69,22 +69,8 @@ func applyManifest(t *testing.T, file string, dryRun bool) {
 			_, err = api.Create(ctx, o, opts)
 			remove = func() { removeWhenDone[*corev1.Service](t, api, "service", o.Name) }
 		case *flowcontrolv1.FlowSchema: // cluster-scoped: it names the namespace itself
-			// The manifest's namespace (the ServiceAccount's) becomes the
-			// test's wherever the manifest names it, and only there.
-			for i := range o.Spec.Rules {
-				var manifestNS string
-				for j := range o.Spec.Rules[i].Subjects {
-					if sa := o.Spec.Rules[i].Subjects[j].ServiceAccount; sa != nil {
-						manifestNS, sa.Namespace = sa.Namespace, itNamespace
-					}
-				}
-				for j := range o.Spec.Rules[i].ResourceRules {
-					for k, ns := range o.Spec.Rules[i].ResourceRules[j].Namespaces {
-						if ns == manifestNS {
-							o.Spec.Rules[i].ResourceRules[j].Namespaces[k] = itNamespace
-						}
-					}
-				}
+			if o, err = testenv.FlowSchema(itNamespace); err != nil {
+				t.Fatal(err)
 			}
 			api := itAdmin.FlowcontrolV1().FlowSchemas()
 			_, err = api.Create(ctx, o, opts)

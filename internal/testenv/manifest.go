@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -38,4 +39,34 @@ func Manifest(file string) ([]runtime.Object, error) {
 		}
 		objs = append(objs, obj)
 	}
+}
+
+// FlowSchema is deploy/flowschema.yaml's FlowSchema for ServiceAccounts of
+// namespace ns: the manifest's namespace (its ServiceAccount's) becomes ns
+// wherever the manifest names it, and only there.
+func FlowSchema(ns string) (*flowcontrolv1.FlowSchema, error) {
+	objs, err := Manifest("flowschema.yaml")
+	if err != nil {
+		return nil, err
+	}
+	fs, ok := objs[0].(*flowcontrolv1.FlowSchema)
+	if len(objs) != 1 || !ok {
+		return nil, fmt.Errorf("deploy/flowschema.yaml: want one FlowSchema, got %d objects", len(objs))
+	}
+	for i := range fs.Spec.Rules {
+		var manifestNS string
+		for j := range fs.Spec.Rules[i].Subjects {
+			if sa := fs.Spec.Rules[i].Subjects[j].ServiceAccount; sa != nil {
+				manifestNS, sa.Namespace = sa.Namespace, ns
+			}
+		}
+		for j := range fs.Spec.Rules[i].ResourceRules {
+			for k, n := range fs.Spec.Rules[i].ResourceRules[j].Namespaces {
+				if n == manifestNS {
+					fs.Spec.Rules[i].ResourceRules[j].Namespaces[k] = ns
+				}
+			}
+		}
+	}
+	return fs, nil
 }

@@ -39,8 +39,9 @@ import (
 var haTiming = timing{5 * time.Second, 4 * time.Second, time.Second}
 
 // startHABed starts a 3-member, 2-API-server bed with the suite's
-// namespace; its log is shown if the test fails.
-func startHABed(t *testing.T) *testenv.Server {
+// namespace and more envtest-server flags args; its log is shown if the
+// test fails.
+func startHABed(t *testing.T, args ...string) *testenv.Server {
 	t.Helper()
 	log := &syncBuffer{}
 	// Registered first, so it runs after StartHA's stop, whose failure it
@@ -51,7 +52,7 @@ func startHABed(t *testing.T) *testenv.Server {
 			t.Logf("envtest-server log (last 6000 bytes):\n%s", b[max(0, len(b)-6000):])
 		}
 	})
-	return testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Args: []string{"-namespace", namespace}, Log: log})
+	return testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Args: append([]string{"-namespace", namespace}, args...), Log: log})
 }
 
 // directClient is the admin's client straight to API server k.

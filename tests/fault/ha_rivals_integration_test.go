@@ -21,7 +21,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -500,15 +499,7 @@ func TestHARivalsSingleMemberFaults(t *testing.T) {
 // it lends to nobody.
 func floodBed(t *testing.T) *testenv.Server {
 	t.Helper()
-	log := &syncBuffer{}
-	t.Cleanup(func() {
-		if t.Failed() {
-			b := log.String()
-			t.Logf("envtest-server log (last 6000 bytes):\n%s", b[max(0, len(b)-6000):])
-		}
-	})
-	return testenv.StartHA(t, testenv.Options{EtcdMembers: 3, APIServers: 2, Log: log, Args: []string{"-namespace", namespace,
-		"-apiserver-arg", "max-requests-inflight=40", "-apiserver-arg", "max-mutating-requests-inflight=20"}})
+	return startHABed(t, "-apiserver-arg", "max-requests-inflight=40", "-apiserver-arg", "max-mutating-requests-inflight=20")
 }
 
 // noisyTenant is a non-privileged user, a ServiceAccount allowed to list
@@ -614,30 +605,9 @@ func (n *noisyTenant) flood(t *testing.T, workers int, d time.Duration) floodAns
 // ServiceAccount (its token from kubeconfig) is classified by it.
 func applyFlowSchema(t *testing.T, bed *testenv.Server, kubeconfig string) {
 	t.Helper()
-	objs, err := testenv.Manifest("flowschema.yaml")
+	fs, err := testenv.FlowSchema(namespace)
 	if err != nil {
 		t.Fatal(err)
-	}
-	fs, ok := objs[0].(*flowcontrolv1.FlowSchema)
-	if len(objs) != 1 || !ok {
-		t.Fatalf("deploy/flowschema.yaml: want one FlowSchema, got %d objects", len(objs))
-	}
-	// The manifest's namespace (the ServiceAccount's) becomes the suite's
-	// wherever the manifest names it.
-	for i := range fs.Spec.Rules {
-		var manifestNS string
-		for j := range fs.Spec.Rules[i].Subjects {
-			if sa := fs.Spec.Rules[i].Subjects[j].ServiceAccount; sa != nil {
-				manifestNS, sa.Namespace = sa.Namespace, namespace
-			}
-		}
-		for j := range fs.Spec.Rules[i].ResourceRules {
-			for k, ns := range fs.Spec.Rules[i].ResourceRules[j].Namespaces {
-				if ns == manifestNS {
-					fs.Spec.Rules[i].ResourceRules[j].Namespaces[k] = namespace
-				}
-			}
-		}
 	}
 	admin := newClient(t, bed.Config)
 	created, err := admin.FlowcontrolV1().FlowSchemas().Create(context.Background(), fs, metav1.CreateOptions{})
