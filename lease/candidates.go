@@ -90,7 +90,7 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 	r.warned[key] = true
 	r.mu.Unlock()
 	if first {
-		logf(LevelWarning, "lease %s: cannot record this candidacy as a %s (elections are not affected; hand-offs to this candidate are refused as not seen): %v",
+		logf(LevelWarning, "lease %s: cannot record this candidacy as a %s (elections are not affected; the preferred holder and the policies will not hand the lease to this candidate, an explicit hand-off goes ahead unchecked): %v",
 			key, kind, err)
 	}
 }

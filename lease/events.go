@@ -182,6 +182,15 @@ func stoppedEvent(identity string, token int64, reason, releaseErr error) (event
 	return eventType, stoppedMessage(identity, why, token)
 }
 
+// handOffEvent is the Event of a leadership's end by a hand-off to `to`:
+// Normal, or a Warning with the error of one that failed.
+func handOffEvent(identity, to string, token int64, err error) (eventType, message string) {
+	if err != nil {
+		return kubeapi.EventTypeWarning, stoppedMessage(identity, fmt.Sprintf("hand-off to %s failed: %v", to, err), token)
+	}
+	return kubeapi.EventTypeNormal, stoppedMessage(identity, "handed off to "+to, token)
+}
+
 // stoppedMessage is the message of every Event that ends a term.
 func stoppedMessage(identity, why string, token int64) string {
 	return fmt.Sprintf("%s stopped leading: %s (fencing token %d)", identity, why, token)

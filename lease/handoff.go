@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
-	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // Hand-off: a leader gives the lease to a chosen candidate, which takes it
@@ -475,9 +474,6 @@ func (e *Election) recordHandOff(to string, err error) {
 		return
 	}
 	token, uid := e.eventFacts()
-	typ, why := kubeapi.EventTypeNormal, "handed off to "+to
-	if err != nil {
-		typ, why = kubeapi.EventTypeWarning, fmt.Sprintf("hand-off to %s failed: %v", to, err)
-	}
-	e.setEndEvent(e.recordEvent(uid, typ, stoppedMessage(e.identity, why, token)))
+	typ, msg := handOffEvent(e.identity, to, token, err)
+	e.setEndEvent(e.recordEvent(uid, typ, msg))
 }
