@@ -276,7 +276,12 @@ run_demo = $(1)/lease-demo --ha-server $(2) --envtest-server $(1)/envtest-server
 demo-check: cmake-build $(BUILD)/bin/lease-demo $(ENVTEST_SERVER)
 	@$(with_assets) $(call run_demo,$(BUILD)/bin,$(BUILD)/cmake/examples/ha_server) > $(BUILD)/demo.log 2>&1 \
 	  || { cat $(BUILD)/demo.log; echo "make demo failed" >&2; exit 1; }
-	@grep -E "fail-over after|hand-off after" $(BUILD)/demo.log
+	@grep -E "fail-over after|hand-off after|timeline picture" $(BUILD)/demo.log
+	@# The picture labels the very figures the run printed.
+	@for what in "fail-over:after SIGKILL" "hand-off:after SIGTERM"; do \
+	  ms=$$(grep -E "$${what#*:}" $(BUILD)/demo.log | grep -oE "elected [0-9]+ ms" | grep -oE "[0-9]+"); \
+	  grep -q "$${what%%:*} $$ms ms" $(BUILD)/timeline.svg \
+	    || { echo "demo-check: $(BUILD)/timeline.svg does not label the $${what%%:*} of $$ms ms" >&2; exit 1; }; done
 
 $(BUILD)/bin/lease-demo: $(GO_SOURCES)
 	$(TOOL_BUILD) -o $@ ./cmd/lease-demo

@@ -26,6 +26,7 @@ const (
 
 type config struct {
 	haServer     string
+	picture      string // where the run's SVG timeline goes
 	leaseSeconds int
 	renewMs      int
 	retryMs      int
@@ -35,6 +36,7 @@ func main() {
 	var cfg config
 	flag.StringVar(&cfg.haServer, "ha-server", "build/demo/cmake/examples/ha_server", "the ha_server example binary")
 	envtestServer := flag.String("envtest-server", "", "the envtest-server binary (default: $ENVTEST_SERVER, else the one beside this program, else build/bin/envtest-server)")
+	flag.StringVar(&cfg.picture, "timeline-svg", "", "where to write the run's SVG timeline (default: timeline.svg beside this program's directory)")
 	flag.IntVar(&cfg.leaseSeconds, "lease-duration", 5, "lease duration, seconds")
 	flag.IntVar(&cfg.renewMs, "renew-deadline-ms", 4000, "renew deadline, milliseconds")
 	flag.IntVar(&cfg.retryMs, "retry-period-ms", 1000, "retry period, milliseconds")
@@ -44,6 +46,9 @@ func main() {
 	}
 	if *envtestServer != "" {
 		os.Setenv("ENVTEST_SERVER", *envtestServer)
+	}
+	if cfg.picture == "" {
+		cfg.picture = filepath.Join(filepath.Dir(filepath.Dir(os.Args[0])), "timeline.svg")
 	}
 	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "lease-demo:", err)
@@ -89,7 +94,33 @@ func run(cfg config) error {
 		return err
 	}
 	defer group.stopAll()
-	return scenario(ctx, cfg, group, tl, renewals, client)
+	gaps, err := scenario(ctx, cfg, group, tl, renewals, client)
+	if err != nil {
+		return err
+	}
+	if err := writePicture(cfg.picture, tl, gaps, cfg); err != nil {
+		return err
+	}
+	say("cleaning up (replicas, then the API server)")
+	return nil
+}
+
+// writePicture writes the run's timeline to path and says where.
+func writePicture(path string, tl *timeline, gaps []gap, cfg config) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("the timeline picture: %w", err)
+	}
+	title := fmt.Sprintf("k8s-lease demo: %d replicas of ha_server, lease %d s / renew %d ms / retry %d ms", replicas, cfg.leaseSeconds, cfg.renewMs, cfg.retryMs)
+	if err := tl.picture(f, gaps, title); err != nil {
+		f.Close()
+		return fmt.Errorf("the timeline picture: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("the timeline picture: %w", err)
+	}
+	fmt.Printf("  timeline picture: %s\n", path)
+	return nil
 }
 
 func say(s string) { fmt.Println("==> " + s) }

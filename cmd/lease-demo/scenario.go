@@ -12,26 +12,28 @@ import (
 
 func isElected(ev event) bool { return ev.name == "elected" }
 
-func scenario(ctx context.Context, cfg config, g *replicaGroup, tl *timeline, renewals *renewalLog, client kubernetes.Interface) error {
+// scenario runs the fail-over and the hand-off and returns the measured
+// gaps (for the picture).
+func scenario(ctx context.Context, cfg config, g *replicaGroup, tl *timeline, renewals *renewalLog, client kubernetes.Interface) ([]gap, error) {
 	leaseDuration := time.Duration(cfg.leaseSeconds) * time.Second
 	first, next, err := tl.waitFor(0, 60*time.Second, isElected)
 	if err != nil {
-		return fmt.Errorf("no replica was elected: %w", err)
+		return nil, fmt.Errorf("no replica was elected: %w", err)
 	}
 	if err := pause(ctx, 3*time.Second); err != nil {
-		return err
+		return nil, err
 	}
 
 	say(fmt.Sprintf("[1/2] crash: SIGKILL the leader %s (no release; standbys must wait out the lease)", first.identity))
 	holder, lastRenewal := renewals.last()
 	killedAt := time.Now()
 	if err := g.signal(first.identity, syscall.SIGKILL); err != nil {
-		return err
+		return nil, err
 	}
-	tl.note(first.identity, "KILLED", "SIGKILL")
+	tl.mark(killedAt, first.identity, "SIGKILL", "KILLED")
 	second, next, err := tl.waitFor(next, leaseDuration+15*time.Second, isElected)
 	if err != nil {
-		return fmt.Errorf("no fail-over after the kill: %w", err)
+		return nil, fmt.Errorf("no fail-over after the kill: %w", err)
 	}
 	failover := second.at.Sub(killedAt)
 	overshoot := "n/a"
@@ -41,36 +43,36 @@ func scenario(ctx context.Context, cfg config, g *replicaGroup, tl *timeline, re
 	// As kubelet would, restart the crashed replica: it clears the stale
 	// leader label on its Pod and stands by.
 	if err := g.restart(first.identity); err != nil {
-		return err
+		return nil, err
 	}
-	tl.note(first.identity, "RESTARTED", "as kubelet would")
+	tl.mark(time.Now(), first.identity, "restarted", "RESTARTED")
 	if err := pause(ctx, 3*time.Second); err != nil {
-		return err
+		return nil, err
 	}
 
 	say(fmt.Sprintf("[2/2] graceful: SIGTERM the leader %s (it releases the lease)", second.identity))
 	termAt := time.Now()
 	if err := g.signal(second.identity, syscall.SIGTERM); err != nil {
-		return err
+		return nil, err
 	}
-	tl.note(second.identity, "SIGTERM", "")
+	tl.mark(termAt, second.identity, "SIGTERM", "SIGTERM")
 	third, _, err := tl.waitFor(next, leaseDuration+15*time.Second, func(ev event) bool {
 		return isElected(ev) && ev.identity != second.identity
 	})
 	if err != nil {
-		return fmt.Errorf("no hand-off after SIGTERM: %w", err)
+		return nil, fmt.Errorf("no hand-off after SIGTERM: %w", err)
 	}
 	handoff := third.at.Sub(termAt)
 	if err := g.waitExit(second.identity, 15*time.Second); err != nil {
-		return err
+		return nil, err
 	}
 	if err := pause(ctx, 500*time.Millisecond); err != nil {
-		return err
+		return nil, err
 	}
 
 	pods, err := leaderPods(ctx, client)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	say("result")
 	fmt.Printf("  fail-over after SIGKILL: %s elected %d ms after the kill (lease duration %v; past last renewal + lease duration: %s)\n",
@@ -80,13 +82,15 @@ func scenario(ctx context.Context, cfg config, g *replicaGroup, tl *timeline, re
 	fmt.Printf("  pods labelled %s=true: %s\n", leaderLabel, pods)
 	fmt.Printf("  elections: %d, watch callbacks seen by replicas: %d\n", tl.count("elected"), tl.count("holder"))
 	if pods != third.identity {
-		return fmt.Errorf("leader label on %q, want only %s", pods, third.identity)
+		return nil, fmt.Errorf("leader label on %q, want only %s", pods, third.identity)
 	}
 	if !strings.HasPrefix(leaseHolder(ctx, client), "holder "+third.identity) {
-		return fmt.Errorf("lease does not name %s", third.identity)
+		return nil, fmt.Errorf("lease does not name %s", third.identity)
 	}
-	say("cleaning up (replicas, then the API server)")
-	return nil
+	return []gap{
+		{killedAt, second.at, fmt.Sprintf("fail-over %d ms", failover.Milliseconds())},
+		{termAt, third.at, fmt.Sprintf("hand-off %d ms", handoff.Milliseconds())},
+	}, nil
 }
 
 func pause(ctx context.Context, d time.Duration) error {

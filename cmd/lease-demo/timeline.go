@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,7 @@ type timeline struct {
 	mu    sync.Mutex
 	cond  *sync.Cond
 	all   []event
+	marks []mark // the signals the demo sent, for the picture
 }
 
 func newTimeline() *timeline {
@@ -40,6 +43,22 @@ func (t *timeline) print(at time.Time, who, what, detail string) {
 }
 
 func (t *timeline) note(who, what, detail string) { t.print(time.Now(), who, what, detail) }
+
+// mark prints and keeps a signal sent (or a restart) at `at`.
+func (t *timeline) mark(at time.Time, who, what, printed string) {
+	t.mu.Lock()
+	t.marks = append(t.marks, mark{at: at, identity: who, what: what})
+	t.mu.Unlock()
+	t.print(at, who, printed, "")
+}
+
+// picture writes the run so far as an SVG timeline to w.
+func (t *timeline) picture(w io.Writer, gaps []gap, title string) error {
+	t.mu.Lock()
+	events, marks := slices.Clone(t.all), slices.Clone(t.marks)
+	t.mu.Unlock()
+	return writeSVG(w, t.start, time.Now(), events, marks, gaps, title)
+}
 
 // waitFor returns the first event after index from that matches, or an
 // error after within.
