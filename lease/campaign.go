@@ -159,8 +159,8 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()
 			fixRetry.reset()
-			if e.candidacy != nil {
-				e.candidacy.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
+			if e.candidacy.record != nil {
+				e.candidacy.record.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
 			}
 		}
 		if act == actWaitSync || act == actWait {
@@ -253,13 +253,13 @@ func (e *Election) sleep(d time.Duration) bool {
 func (e *Election) unansweredWrite() record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.unanswered
+	return e.term.unanswered
 }
 
 // leaveFirstRound gives back this election's place in firstRounds (once).
 func (e *Election) leaveFirstRound() {
-	if e.firstRoundOver != nil {
-		e.firstRoundOver()
+	if e.firstRound.over != nil {
+		e.firstRound.over()
 	}
 }
 
@@ -273,8 +273,8 @@ const fixRetryMax = 8 * time.Second
 func (e *Election) blocked(err error) {
 	e.stats.APIError()
 	e.mu.Lock()
-	same := e.lastAPIErr != nil && e.lastAPIErr.Error() == err.Error()
-	e.lastAPIErr = err
+	same := e.term.lastAPIErr != nil && e.term.lastAPIErr.Error() == err.Error()
+	e.term.lastAPIErr = err
 	e.mu.Unlock()
 	if !same {
 		logf(LevelError, "lease %s: %s cannot campaign until this is fixed (retrying at most every %v): %v",
@@ -289,7 +289,7 @@ func (e *Election) refresh(seen string) bool {
 	defer cancel()
 	e.stats.ObserverRequest()
 	sent := e.obs.seqNow()
-	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	cur, err := e.api.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		e.obs.applyGone(sent)
@@ -330,7 +330,7 @@ func needsFix(err error, creating bool) bool {
 // reason to wait), so a cured 403 is not reported as a cause later.
 func (e *Election) clearAPIErr() {
 	e.mu.Lock()
-	e.lastAPIErr = nil
+	e.term.lastAPIErr = nil
 	e.mu.Unlock()
 }
 
@@ -338,12 +338,12 @@ func (e *Election) clearAPIErr() {
 func (e *Election) lastAPIError() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lastAPIErr
+	return e.term.lastAPIErr
 }
 
 func (e *Election) setAPIErr(err error) {
 	e.mu.Lock()
-	e.lastAPIErr = err
+	e.term.lastAPIErr = err
 	e.mu.Unlock()
 }
 
@@ -383,41 +383,41 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 	defer cancel()
 	var got *coordinationv1.Lease
 	if create {
-		got, err = e.leases.Create(ctx, l, metav1.CreateOptions{})
+		got, err = e.api.leases.Create(ctx, l, metav1.CreateOptions{})
 	} else {
-		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
+		got, err = e.api.leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		// It may have landed (see outcomeUnknown): adopted if the Lease
 		// shows it (decide), released by a cancel if it does (Cancel).
 		e.mu.Lock()
-		e.unanswered = recordOf(l)
+		e.term.unanswered = recordOf(l)
 		e.mu.Unlock()
 		if outcomeUnknown(err) {
 			// Unanswered: its connection may hang on a frozen API server,
 			// and the next try would wait on it too.
-			e.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": acquisition unanswered")
+			e.api.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": acquisition unanswered")
 		}
 		return err
 	}
 	e.obs.apply(got, got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.written = got // even if cancelled meanwhile: Cancel then releases it
-	e.unanswered = record{}
-	if e.phase != phaseCandidate {
+	e.term.written = got // even if cancelled meanwhile: Cancel then releases it
+	e.term.unanswered = record{}
+	if e.term.phase != phaseCandidate {
 		return nil
 	}
-	e.phase, e.token = phaseLeader, token
+	e.term.phase, e.term.token = phaseLeader, token
 	if !create {
-		e.prevToken = prev
+		e.term.prevToken = prev
 	}
-	e.lastAPIErr = nil // this term's renewals report their own
-	e.validUntil = sent.Add(e.timing.RenewDeadline)
+	e.term.lastAPIErr = nil // this term's renewals report their own
+	e.term.validUntil = sent.Add(e.timing.RenewDeadline)
 	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
 	close(e.elected)
-	if !e.startPublishingLocked(e.routed) {
-		close(e.routed)
+	if !e.startPublishingLocked(e.endpoint.routed) {
+		close(e.endpoint.routed)
 	}
 	e.obs.pauseWhileLeading(e)
 	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)

@@ -158,7 +158,7 @@ func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-e.candidacy.done:
+	case <-e.candidacy.record.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the candidacy's end did not finish")
 	}
@@ -221,8 +221,8 @@ func TestCandidateRecordLeavesAForeignLeaseOfItsNameUntouched(t *testing.T) {
 	if n := tries.Load(); n != 1 {
 		t.Fatalf("%d tries in 3 s to write over a foreign Lease, want 1: its refusal waits for candidateRefresh", n)
 	}
-	e.candidacy.put() // two refreshes, as candidateRefresh's timer runs them
-	e.candidacy.put()
+	e.candidacy.record.put() // two refreshes, as candidateRefresh's timer runs them
+	e.candidacy.record.put()
 	if got := snapshot(); got != before {
 		t.Fatalf("the foreign Lease changed:\nbefore %s\nafter  %s", before, got)
 	}
@@ -233,7 +233,7 @@ func TestCandidateRecordLeavesAForeignLeaseOfItsNameUntouched(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-e.candidacy.done:
+	case <-e.candidacy.record.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the candidacy's end did not finish")
 	}

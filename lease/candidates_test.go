@@ -325,7 +325,7 @@ func TestThePolicyOnCancelSkipsATargetAHandOffFailedOn(t *testing.T) {
 	eventually(t, 5*time.Second, "a's renewals carrying the annotation", func() bool {
 		a.Election("ns", "l").mu.Lock()
 		defer a.Election("ns", "l").mu.Unlock()
-		return handOffFailedAt(a.Election("ns", "l").written, "x").After(written)
+		return handOffFailedAt(a.Election("ns", "l").term.written, "x").After(written)
 	})
 	if err := a.CancelElection("ns", "l"); err != nil {
 		t.Fatal(err)

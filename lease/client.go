@@ -58,6 +58,14 @@ type redialer struct {
 	last time.Time // the last round that closed something, by the asker's clock
 }
 
+// leaseAPI is how an election reaches its Lease.
+type leaseAPI struct {
+	leases kubeapi.Leases
+	// redial closes the connections that went silent under a renewal;
+	// nil: none.
+	redial *redialer
+}
+
 // closeSilent closes the connections silent since since (see
 // kubeapi.Client), unless the pace refuses a round: it reports how many it
 // closed and, when refused, when a round is allowed again.

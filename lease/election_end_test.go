@@ -28,8 +28,8 @@ func TestWaitElectedReportsTheEndReasonOverATimeoutFiringTogether(t *testing.T) 
 		leases := fake.NewClientset().CoordinationV1().Leases("ns")
 		obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 		e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
-		e.admitted.Store(true)
-		close(e.runDone) // never started: nothing runs
+		e.firstRound.admitted.Store(true)
+		close(e.ending.runDone) // never started: nothing runs
 		e.end(reason)
 		// A timer of 0 has fired by the time WaitElected selects: both
 		// cases are ready.

@@ -212,14 +212,14 @@ func TestThePublisherStopsWhenItsTermIsNoLongerValid(t *testing.T) {
 		publishing: make(chan endpoints.Publication, 8)}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clock.RealClock{}, &leaseStats{}, func() bool { return false })
 	e.mu.Lock()
-	e.phase, e.token, e.validUntil = phaseLeader, 5, time.Now().Add(time.Minute)
+	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, time.Now().Add(time.Minute)
 	e.mu.Unlock()
 	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
 		t.Fatal(err)
 	}
 	<-routes.publishing // the first attempt, while valid: it fails
 	e.mu.Lock()
-	e.validUntil = time.Time{} // the term's validity is over (IsLeader 0); no observer to resume
+	e.term.validUntil = time.Time{} // the term's validity is over (IsLeader 0); no observer to resume
 	e.mu.Unlock()
 	defer e.withdrawEndpoint(context.Background(), time.Second)
 	select {
@@ -238,7 +238,7 @@ func TestPublishEndpointRefusesALapsedTerm(t *testing.T) {
 	routes := &fakeRoutes{log: &opLog{}, publishing: make(chan endpoints.Publication, 1)}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clock.RealClock{}, &leaseStats{}, func() bool { return false })
 	e.mu.Lock()
-	e.phase, e.token, e.validUntil = phaseLeader, 5, time.Now().Add(-time.Second)
+	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, time.Now().Add(-time.Second)
 	e.mu.Unlock()
 	_ = e.publishEndpoint(routes, testEndpoint)
 	defer e.withdrawEndpoint(context.Background(), time.Second)

@@ -205,7 +205,7 @@ func TestASupersededPublisherSaysSoAndEmptiesTheStaleSlice(t *testing.T) {
 	events := &recordedEvents{}
 	e.events = events
 	e.mu.Lock()
-	e.phase, e.token, e.validUntil, e.written = phaseLeader, 1, time.Now().Add(time.Minute), lease
+	e.term.phase, e.term.token, e.term.validUntil, e.term.written = phaseLeader, 1, time.Now().Add(time.Minute), lease
 	e.mu.Unlock()
 	if err := e.publishEndpoint(endpoints.Store{Client: clientsetapi.Wrap(cs)}, testEndpoint); err != nil {
 		t.Fatal(err)
@@ -236,8 +236,8 @@ func checkedTerm(t *testing.T, e *Election) shownTerm {
 	eventually(t, 5*time.Second, "the standby's check of the slice", func() bool {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		seen = e.route.checked
-		return e.route.checkedOK && !e.route.checking
+		seen = e.endpoint.route.checked
+		return e.endpoint.route.checkedOK && !e.endpoint.route.checking
 	})
 	return seen
 }
@@ -322,12 +322,12 @@ func TestOnlyACandidateClearsStaleRoutes(t *testing.T) {
 	cs := fake.NewClientset(deadLeadersSlice(), heldLease("uid-l", "b", "", 6))
 	e, _, _ := standbyOn(t, cs)
 	e.mu.Lock()
-	e.route = &route{store: endpoints.Store{Client: clientsetapi.Wrap(cs)}, endpoint: testEndpoint}
-	e.phase = phaseEnded
+	e.endpoint.route = &route{store: endpoints.Store{Client: clientsetapi.Wrap(cs)}, endpoint: testEndpoint}
+	e.term.phase = phaseEnded
 	e.mu.Unlock()
 	e.clearStaleRoute(e.obs.snapshot())
 	e.mu.Lock()
-	checking := e.route.checking
+	checking := e.endpoint.route.checking
 	e.mu.Unlock()
 	if checking || sliceReads(cs) != 0 {
 		t.Fatal("an ended election checked the slice")
@@ -382,7 +382,7 @@ func TestACheckRunningAtATermChangeIsFollowedByOneOfTheNewTerm(t *testing.T) {
 	if !waitUntil(4*time.Second, func() bool { return !routesTo(sliceOf(t, cs), deadAddress) }) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
-		t.Fatalf("4 s after b took the Lease the Service still routes to dead a (checked %+v, checking %v)", e.route.checked, e.route.checking)
+		t.Fatalf("4 s after b took the Lease the Service still routes to dead a (checked %+v, checking %v)", e.endpoint.route.checked, e.endpoint.route.checking)
 	}
 }
 

@@ -153,7 +153,7 @@ func TestWaitElectedReturnsAfterTheEndpointIsWritten(t *testing.T) {
 	if ok, token, _ := e.IsLeader(); !ok || token != p.Token {
 		t.Fatalf("while its endpoint is written: IsLeader %v, token %d; want leader with the published token %d", ok, token, p.Token)
 	}
-	if isClosed(e.routed) {
+	if isClosed(e.endpoint.routed) {
 		t.Fatal("WaitElected may return while the endpoint write is in flight")
 	}
 	select {
@@ -219,12 +219,12 @@ func TestEndpointWithdrawnAfterALoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another writer takes the Lease: the next renewal fails its test.
-	l, err := e.leases.Get(context.Background(), "l", metav1.GetOptions{})
+	l, err := e.api.leases.Get(context.Background(), "l", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Spec.HolderIdentity = ptr.To("intruder")
-	if _, err := e.leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+	if _, err := e.api.leases.Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.WaitLost(); err == nil {
@@ -271,7 +271,7 @@ func TestASupersededPublisherRetriesOnlyWhileItLeads(t *testing.T) {
 	events := &recordedEvents{}
 	e.events = events
 	e.mu.Lock()
-	e.phase, e.token, e.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
+	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
 	e.mu.Unlock()
 	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
 		t.Fatal(err)
@@ -285,11 +285,11 @@ func TestASupersededPublisherRetriesOnlyWhileItLeads(t *testing.T) {
 	<-routes.publishing // retried
 	awaitWaiters(t, clk, 1)
 	e.mu.Lock()
-	e.validUntil = clk.Now() // its term lapses
+	e.term.validUntil = clk.Now() // its term lapses
 	e.mu.Unlock()
 	clk.Step(30 * time.Second)
 	e.mu.Lock()
-	done := e.route.done
+	done := e.endpoint.route.done
 	e.mu.Unlock()
 	<-done
 	if published, _ := routes.calls(); len(published) != 2 {
@@ -312,20 +312,20 @@ func TestASupersededPublisherThatNoLongerLeadsStops(t *testing.T) {
 	stats := &leaseStats{}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clk, stats, func() bool { return false })
 	e.mu.Lock()
-	e.phase, e.token, e.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
+	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
 	e.mu.Unlock()
 	published := make(chan error, 1)
 	go func() { published <- e.publishEndpoint(routes, testEndpoint) }()
 	<-routes.publishing
 	e.mu.Lock()
-	e.validUntil = clk.Now() // lapsed while its write was on its way
+	e.term.validUntil = clk.Now() // lapsed while its write was on its way
 	e.mu.Unlock()
 	close(routes.hold)
 	if err := <-published; err != nil {
 		t.Fatal(err)
 	}
 	e.mu.Lock()
-	done := e.route.done
+	done := e.endpoint.route.done
 	e.mu.Unlock()
 	<-done
 	if published, _, retired := routesCalls(routes); len(published) != 1 || len(retired) != 0 {

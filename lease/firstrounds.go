@@ -1,6 +1,9 @@
 package lease
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // firstRounds admits the elections of the process (every Manager's, as
 // renewers serves them all) to their first round of requests - the
@@ -30,6 +33,16 @@ import "sync"
 // WaitElected times out, says it was queued. The gate is firstRounds
 // (process.go).
 const firstRoundsAtOnce = 16
+
+// firstRoundState is an election's place among the first rounds.
+type firstRoundState struct {
+	// gate admits the election to its first round; over leaves it once
+	// that round has an outcome (run's goroutine only). nil: no gate (unit
+	// tests that build elections by hand).
+	gate     *gate
+	over     func()
+	admitted atomic.Bool // past gate: it has sent or may send requests
+}
 
 // gate is a counting semaphore.
 type gate struct{ slots chan struct{} }

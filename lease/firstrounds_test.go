@@ -228,7 +228,7 @@ func TestFirstRoundsATakeoverDoesNotWait(t *testing.T) {
 	}
 	// Once it is admitted, the place is free again when its first round is
 	// over; the test then keeps it.
-	eventually(t, 5*time.Second, "the standby admitted", standby.admitted.Load)
+	eventually(t, 5*time.Second, "the standby admitted", standby.firstRound.admitted.Load)
 	leave, _ := m.firstRounds.enter(nil)
 	defer leave()
 	if err := held.Cancel(); err != nil { // a release: the standby takes over at once

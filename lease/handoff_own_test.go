@@ -114,7 +114,7 @@ func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
 		return err == nil && len(cs) == 2
 	})
 	annotateLease(t, client, PreferredHolderAnnotation, "b")
-	<-ea.ended
+	<-ea.ending.ended
 	byName, byID := a.Election("ns", "l"), a.ElectionID("ns", "l", ea.ID())
 	t.Logf("the election's own WaitLost: %v; found later by name: %v, by id: %v (capi WaitLost[Id] then returns 0)",
 		ea.WaitLost(), byName != nil, byID != nil)

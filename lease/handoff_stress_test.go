@@ -97,8 +97,8 @@ func TestHandOffRegressionStressNeverTwoLeaders(t *testing.T) {
 			}
 		}
 		e.mu.Lock()
-		rv, _ := strconv.ParseInt(e.written.ResourceVersion, 10, 64)
-		tm := term{e.token, rv}
+		rv, _ := strconv.ParseInt(e.term.written.ResourceVersion, 10, 64)
+		tm := term{e.term.token, rv}
 		e.mu.Unlock()
 		mu.Lock()
 		terms = append(terms, tm)

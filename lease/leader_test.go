@@ -292,10 +292,10 @@ func TestLateRenewalDoesNotReviveLeadership(t *testing.T) {
 	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
 	e := newElection(Key{"ns", "l"}, "a", unitTiming, client.CoordinationV1().Leases("ns"), obs, clk, &leaseStats{}, func() bool { return false })
 	held := testLease("l", "a", 1, testNow, 15)
-	e.phase, e.token, e.written = phaseLeader, 1, held
-	e.validUntil = testNow.Add(unitTiming.RenewDeadline)
+	e.term.phase, e.term.token, e.term.written = phaseLeader, 1, held
+	e.term.validUntil = testNow.Add(unitTiming.RenewDeadline)
 	sent := testNow.Add(unitTiming.RenewDeadline - time.Second)
-	clk.SetTime(e.validUntil.Add(time.Millisecond))
+	clk.SetTime(e.term.validUntil.Add(time.Millisecond))
 	if ok, _, _ := e.IsLeader(); ok {
 		t.Fatal("leader after validity lapsed")
 	}
@@ -375,14 +375,14 @@ func TestALateAcquisitionRenewsBeforeItsValidityEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.phase, e.token, e.written = phaseLeader, 1, held
-		e.validUntil = testNow.Add(50 * time.Millisecond) // sent 9.95 s ago
+		e.term.phase, e.term.token, e.term.written = phaseLeader, 1, held
+		e.term.validUntil = testNow.Add(50 * time.Millisecond) // sent 9.95 s ago
 		done := make(chan error, 1)
 		go func() { done <- e.lead() }()
 		awaitWaiters(t, clk, 2) // the renewal's timer and the deadline's
 		clk.Step(40 * time.Millisecond)
 		renewed := waitUntil(2*time.Second, func() bool { return countVerbs(t, client.Actions())["patch"] > 0 })
-		e.cancel()
+		e.ending.cancel()
 		if err := receive(t, done, 5*time.Second, "lead's end"); err != nil {
 			t.Fatalf("leader %d: lead = %v", i, err)
 		}

@@ -160,12 +160,12 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.id = m.nextIDLocked()
 	e.events = m.events.Use(client)
 	e.opts = opts
-	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
-	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
-	e.candidacy = newCandidacy(e, &m.candidates)
-	e.firstRounds = m.firstRounds
-	e.trackAsync = m.trackAsync
-	e.redial = m.redial
+	e.candidacy.store = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
+	e.handoff.hook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
+	e.candidacy.record = newCandidacy(e, &m.candidates)
+	e.firstRound.gate = m.firstRounds
+	e.endpoint.trackAsync = m.trackAsync
+	e.api.redial = m.redial
 	m.elections[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -386,8 +386,8 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		}
 		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
 		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
-			if e.candidacy != nil { // candidate records deleted: nothing left behind when the host exits
-				<-e.candidacy.done
+			if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
+				<-e.candidacy.record.done
 			}
 		}
 		m.mu.Lock()

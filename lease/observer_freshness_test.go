@@ -319,7 +319,7 @@ func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
 	notify := o.subscribe()
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
-	defer func() { e.cancel(); clk.Step(time.Hour); <-done }()
+	defer func() { e.ending.cancel(); clk.Step(time.Hour); <-done }()
 	recreated := func() bool {
 		_, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
 		return err == nil

@@ -108,7 +108,7 @@ func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testin
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, m, obs, clock.RealClock{}, stats, func() bool { return false })
-	e.redial = &redialer{conns: m}
+	e.api.redial = &redialer{conns: m}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {

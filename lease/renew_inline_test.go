@@ -206,7 +206,7 @@ func TestARenewalUnansweredAtTheCutRedials(t *testing.T) {
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, hung, obs, clock.RealClock{}, stats, func() bool { return false })
-	e.redial = &redialer{conns: closer}
+	e.api.redial = &redialer{conns: closer}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -282,7 +282,7 @@ func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, frozen, obs, clock.RealClock{}, stats, func() bool { return false })
-	e.redial = &redialer{conns: frozen}
+	e.api.redial = &redialer{conns: frozen}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
