@@ -155,7 +155,7 @@ func TestShutdownLeavesNoObserverOfACancelsHandOffFollowing(t *testing.T) {
 	receive(t, cancelled, 5*time.Second, "the cancel's hand-off ending") // its observer share given up
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key, ol := range m.observers {
+	for key, ol := range m.observers.leases {
 		ol.obs.mu.Lock()
 		following := ol.obs.cancelLoop != nil
 		ol.obs.mu.Unlock()
@@ -277,7 +277,7 @@ func cancelling(t *testing.T, m *Manager) {
 	eventually(t, 5*time.Second, "CancelElection under way", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return m.elections[Key{"ns", "l"}] == nil && len(m.ending) == 1
+		return m.elections.running[Key{"ns", "l"}] == nil && len(m.ends.elections) == 1
 	})
 }
 

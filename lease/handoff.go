@@ -90,7 +90,7 @@ func (m *Manager) HandOffID(ns, name string, id int64, to string, timeout time.D
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	e := m.elections[key]
+	e := m.elections.running[key]
 	if e != nil && id != 0 && e.id != id {
 		e = nil // a later election: not the caller's
 	}

@@ -459,7 +459,7 @@ func TestAnUnansweredAcquisitionRedials(t *testing.T) {
 	enforceResourceVersions(server)
 	m := process(t, losingAnswers(server, once(heldByIdentity("b"))))
 	closer := &closerLog{}
-	m.redial = &redialer{conns: closer}
+	m.api.redial = &redialer{conns: closer}
 	e, err := m.RunElection("ns", "l", "b", unitTiming)
 	if err != nil {
 		t.Fatal(err)

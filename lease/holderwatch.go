@@ -22,6 +22,14 @@ type HolderState struct {
 // expiryGrace is how soon after a holder's local expiry a watch reports it.
 const expiryGrace = 50 * time.Millisecond
 
+// watchRegistry is the Manager's holder watches; m.mu guards it.
+type watchRegistry struct {
+	running map[Key]*HolderWatch
+	// stopping holds cancelled watches until their goroutine ends, so that
+	// every canceller can find and wait for them (not just the first).
+	stopping map[Key][]*HolderWatch
+}
+
 // HolderWatch calls a function once with the current holder and then once
 // per change of (holder, token), never concurrently with itself.
 type HolderWatch struct {
@@ -148,7 +156,7 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	if m.watches[key] != nil {
+	if m.watches.running[key] != nil {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrWatchExists, key)
 	}
@@ -159,7 +167,7 @@ func (m *Manager) WatchHolder(ns, name string, cb func(HolderState)) (*HolderWat
 	w = newHolderWatch(key, obs, m.clock, func(s HolderState) { stats.WatchCallback(); cb(s) },
 		func() { m.releaseObserver(key); m.watchEnded(key, w) })
 	w.id = m.nextIDLocked()
-	m.watches[key] = w
+	m.watches.running[key] = w
 	w.start()
 	m.mu.Unlock()
 	return w, nil
@@ -183,12 +191,12 @@ func (m *Manager) CancelWatchID(ns, name string, id int64) error {
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	if w := m.watches[key]; w != nil && (id == 0 || w.id == id) {
-		delete(m.watches, key)
-		m.stopping[key] = append(m.stopping[key], w)
+	if w := m.watches.running[key]; w != nil && (id == 0 || w.id == id) {
+		delete(m.watches.running, key)
+		m.watches.stopping[key] = append(m.watches.stopping[key], w)
 	}
 	var pending []*HolderWatch
-	for _, w := range m.stopping[key] {
+	for _, w := range m.watches.stopping[key] {
 		if id == 0 || w.id == id {
 			pending = append(pending, w)
 		}
@@ -204,18 +212,18 @@ func (m *Manager) CancelWatchID(ns, name string, id int64) error {
 func (m *Manager) watchEnded(key Key, w *HolderWatch) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.watches[key] == w {
-		delete(m.watches, key) // ended by itself (a contained panic)
+	if m.watches.running[key] == w {
+		delete(m.watches.running, key) // ended by itself (a contained panic)
 	}
-	rest := m.stopping[key][:0]
-	for _, s := range m.stopping[key] {
+	rest := m.watches.stopping[key][:0]
+	for _, s := range m.watches.stopping[key] {
 		if s != w {
 			rest = append(rest, s)
 		}
 	}
 	if len(rest) == 0 {
-		delete(m.stopping, key)
+		delete(m.watches.stopping, key)
 	} else {
-		m.stopping[key] = rest
+		m.watches.stopping[key] = rest
 	}
 }

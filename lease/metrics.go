@@ -40,7 +40,7 @@ func (m *Manager) Metrics() string {
 			continue
 		}
 		l := telemetry.LeaseMetrics{Name: key.String(), Counters: s}
-		if e := m.elections[key]; e != nil {
+		if e := m.elections.running[key]; e != nil {
 			l.Leading, _, _ = e.IsLeader()
 		}
 		leases = append(leases, l)

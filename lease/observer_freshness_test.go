@@ -34,7 +34,7 @@ import (
 func heldListsManager(hold func()) (m *Manager, client *fake.Clientset, armed *atomic.Bool) {
 	m, client, _ = fakeManager()
 	armed = &atomic.Bool{}
-	m.kube = clientsetapi.Wrap(hooked{Clientset: client, beforeList: func(metav1.ListOptions) {
+	m.api.kube = clientsetapi.Wrap(hooked{Clientset: client, beforeList: func(metav1.ListOptions) {
 		if armed.Load() {
 			hold()
 		}

@@ -51,8 +51,8 @@ func (m *Manager) Stats() []LeaseStats {
 	out := make([]LeaseStats, 0, len(m.stats))
 	for key, s := range m.stats {
 		ls := s.Stats(key.Namespace, key.Name)
-		ls.Watching = m.watches[key] != nil
-		if e := m.elections[key]; e != nil {
+		ls.Watching = m.watches.running[key] != nil
+		if e := m.elections.running[key]; e != nil {
 			es := ls.Election
 			es.Running = !e.Ended()
 			es.Leader, es.Token, _ = e.IsLeader()
