@@ -95,3 +95,6 @@ func (r *redialer) round(now time.Time, period time.Duration, why string, silent
 	}
 	return n, time.Time{}
 }
+
+// Version is the library version, reported in the user agent.
+const Version = "0.1.0"

@@ -51,7 +51,7 @@ type Election struct {
 	handoff    handOffState    // handoff.go
 	endpoint   endpointState   // endpoint.go
 	candidacy  candidacyState  // candidates.go
-	firstRound firstRoundState // firstrounds.go
+	firstRound firstRoundState // process.go
 	ending     ending
 }
 

@@ -26,14 +26,14 @@ type Manager struct {
 
 	mu          sync.Mutex
 	elections   electionRegistry
-	watches     watchRegistry    // holderwatch.go
+	watches     watchRegistry    // holder.go
 	observers   observerRegistry // observers.go
 	ends        endings
 	stats       map[Key]*leaseStats
 	metricsSize atomic.Int64      // bytes of the last Metrics text, to size the next
 	events      *events.Recorder  // Kubernetes Events on leadership changes (events.go)
 	candidates  candidateRegistry // candidate records (candidates.go)
-	firstRounds *gate             // admits elections to their first round (firstrounds.go)
+	firstRounds *gate             // admits elections to their first round (process.go)
 }
 
 // managerAPI is the Manager's client and how it is made.
