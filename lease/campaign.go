@@ -181,39 +181,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		if permanent(err) {
 			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
 		}
-		delay := retry.next()
-		switch {
-		case needsFix(err, act == actCreate):
-			e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
-			delay = fixRetry.next()
-		case apierrors.IsNotFound(err) && act != actCreate:
-			// The Lease was deleted since the snapshot: learn it (the
-			// watch may lag or be down), and decide again at once on
-			// that: the last holder's term is waited out before the
-			// Lease is created again.
-			e.setAPIErr(err)
-			if e.refresh(snap.rec.resourceVersion) {
-				delay = 0
-			}
-		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			// Someone else wrote first. Our snapshot is stale (its watch
-			// may lag by seconds after an outage): learn the current
-			// Lease now, so the next decision is made on it, instead of
-			// resending the same doomed write. Back off only when that
-			// taught nothing new.
-			e.setAPIErr(err)
-			e.stats.Conflict()
-			if e.refresh(snap.rec.resourceVersion) {
-				delay = 0
-			}
-		default:
-			e.setAPIErr(err)
-			e.stats.APIError()
-			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
-			if outcomeUnknown(err) {
-				e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
-			}
-		}
+		delay := e.retryDelay(err, act, snap, retry, fixRetry)
 		if s := e.obs.snapshot(); s.synced && s.rec.isWrite(e.unansweredWrite()) {
 			// It landed: adopted at once the first time; when that keeps
 			// landing unanswered (a proxy that forwards, then fails), no
@@ -233,6 +201,45 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		}
 	}
 	return nil
+}
+
+// retryDelay is how long campaign waits after an acquisition failed with
+// err (not permanent), and what it learns of the Lease meanwhile.
+func (e *Election) retryDelay(err error, act action, snap snapshot, retry, fixRetry *backoff) time.Duration {
+	delay := retry.next()
+	switch {
+	case needsFix(err, act == actCreate):
+		e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
+		delay = fixRetry.next()
+	case apierrors.IsNotFound(err) && act != actCreate:
+		// The Lease was deleted since the snapshot: learn it (the
+		// watch may lag or be down), and decide again at once on
+		// that: the last holder's term is waited out before the
+		// Lease is created again.
+		e.setAPIErr(err)
+		if e.refresh(snap.rec.resourceVersion) {
+			delay = 0
+		}
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		// Someone else wrote first. Our snapshot is stale (its watch
+		// may lag by seconds after an outage): learn the current
+		// Lease now, so the next decision is made on it, instead of
+		// resending the same doomed write. Back off only when that
+		// taught nothing new.
+		e.setAPIErr(err)
+		e.stats.Conflict()
+		if e.refresh(snap.rec.resourceVersion) {
+			delay = 0
+		}
+	default:
+		e.setAPIErr(err)
+		e.stats.APIError()
+		logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
+		if outcomeUnknown(err) {
+			e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
+		}
+	}
+	return delay
 }
 
 // sleep waits d, or until the election is cancelled (false); unlike

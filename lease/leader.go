@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // lead renews every retry period until the renew deadline passes without a
@@ -96,53 +97,61 @@ func (e *Election) lead() error {
 				deadline.Stop()
 				return nil
 			}
-			now := e.clock.Now()
-			renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
-			// The oldest renewal in flight is past the cut: its connection
-			// may hang (a frozen API server), and the next one would wait
-			// on it too. Closing it fails what is in flight on it, so the
-			// next goes out at once on a new connection, whatever the
-			// latency rule says. That connection can land on the frozen
-			// server again (a load balancer picks per connection): then
-			// the next round comes as soon as the pace allows.
-			redialed := false
-			if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
-				n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-				redialed = n > 0
-				if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
-					renew.Reset(next.Sub(now))
-				}
-			}
-			switch {
-			case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
-			case len(p.sent) == 0 && p.inline(e.timing):
-				p.sent = append(p.sent, now)
-				r, slow := e.renewInline(ctx, patch, now)
-				if !slow {
-					reason = settle(r)
-					break
-				}
-				// Unanswered at the cut: from now on renewals go out on
-				// workers (beside each other when slow enough), the next
-				// at once, on a new connection if this one received
-				// nothing meanwhile (a frozen API server).
-				e.api.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-				p.done(r, e.clock.Now())
-				p.latency = max(p.latency, e.clock.Since(now))
-				if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
-					e.stats.RenewFailed()
-				}
-				renew.Reset(0)
-			default:
-				p.sent = append(p.sent, now)
-				renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
-			}
+			reason = e.renewDue(ctx, renew, &p, patch, results, settle)
 		}
 		deadline.Stop()
 		if reason != nil {
 			return reason
 		}
 	}
+}
+
+// renewDue is lead's turn when the renewal timer fires: it sends a renewal
+// (on this goroutine or on a worker) unless the pipeline says to wait, and
+// returns the reason to end that a renewal answered here gives.
+func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
+	now := e.clock.Now()
+	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+	// The oldest renewal in flight is past the cut: its connection
+	// may hang (a frozen API server), and the next one would wait
+	// on it too. Closing it fails what is in flight on it, so the
+	// next goes out at once on a new connection, whatever the
+	// latency rule says. That connection can land on the frozen
+	// server again (a load balancer picks per connection): then
+	// the next round comes as soon as the pace allows.
+	redialed := false
+	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
+		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+		redialed = n > 0
+		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
+			renew.Reset(next.Sub(now))
+		}
+	}
+	switch {
+	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
+	case len(p.sent) == 0 && p.inline(e.timing):
+		p.sent = append(p.sent, now)
+		r, slow := e.renewInline(ctx, patch, now)
+		if !slow {
+			reason = settle(r)
+			break
+		}
+		// Unanswered at the cut: from now on renewals go out on
+		// workers (beside each other when slow enough), the next
+		// at once, on a new connection if this one received
+		// nothing meanwhile (a frozen API server).
+		e.api.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+		p.done(r, e.clock.Now())
+		p.latency = max(p.latency, e.clock.Since(now))
+		if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
+			e.stats.RenewFailed()
+		}
+		renew.Reset(0)
+	default:
+		p.sent = append(p.sent, now)
+		renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
+	}
+	return reason
 }
 
 // renewalSlot moves a renewal due in d earlier, to the start of its slot:

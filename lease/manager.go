@@ -389,25 +389,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		wg.Go(func() { w.cancelAsSeenFrom(caller) })
 	}
 	finished := make(chan struct{})
-	go func() {
-		wg.Wait()
-		for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
-			<-ch
-		}
-		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
-		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
-			if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
-				<-e.candidacy.record.done
-			}
-		}
-		m.mu.Lock()
-		async := slices.Collect(maps.Keys(m.ends.async))
-		m.mu.Unlock()
-		for _, ch := range async { // endpoints withdrawn after losses
-			<-ch
-		}
-		close(finished)
-	}()
+	go m.awaitShutdown(&wg, ending, endingElections, elections, finished)
 	select {
 	case <-finished:
 		m.events.Stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
@@ -427,6 +409,30 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// awaitShutdown waits for what Shutdown ends (wg: its cancels of
+// elections and watches; ending: the cancels and hand-offs begun before,
+// of endingElections), then for what those leave running, and closes
+// finished.
+func (m *Manager) awaitShutdown(wg *sync.WaitGroup, ending []chan struct{}, endingElections []*Election, elections map[Key]*Election, finished chan struct{}) {
+	wg.Wait()
+	for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
+		<-ch
+	}
+	m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
+	for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
+		if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
+			<-e.candidacy.record.done
+		}
+	}
+	m.mu.Lock()
+	async := slices.Collect(maps.Keys(m.ends.async))
+	m.mu.Unlock()
+	for _, ch := range async { // endpoints withdrawn after losses
+		<-ch
+	}
+	close(finished)
 }
 
 // stopIdleObservers stops every observer no election or watch uses.
