@@ -72,6 +72,20 @@ type watchRegistry struct {
 	stopping map[Key][]*HolderWatch
 }
 
+// stopAllLocked moves every running watch to stopping and returns all the
+// stopping ones, for Shutdown to cancel and wait for; m.mu held.
+func (r *watchRegistry) stopAllLocked() []*HolderWatch {
+	for key, w := range r.running {
+		r.stopping[key] = append(r.stopping[key], w)
+	}
+	r.running = map[Key]*HolderWatch{}
+	var watches []*HolderWatch
+	for _, ws := range r.stopping {
+		watches = append(watches, ws...)
+	}
+	return watches
+}
+
 // HolderWatch calls a function once with the current holder and then once
 // per change of (holder, token), never concurrently with itself.
 type HolderWatch struct {

@@ -361,14 +361,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	for _, e := range elections {
 		ends[e] = m.beginEndLocked(e)
 	}
-	for key, w := range m.watches.running {
-		m.watches.stopping[key] = append(m.watches.stopping[key], w)
-	}
-	m.watches.running = map[Key]*HolderWatch{}
-	var watches []*HolderWatch
-	for _, ws := range m.watches.stopping {
-		watches = append(watches, ws...)
-	}
+	watches := m.watches.stopAllLocked()
 	m.mu.Unlock()
 	// Called from a holder callback, Shutdown must not wait for that
 	// callback: it is the caller. Pinned so that the id stays the
@@ -389,7 +382,25 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		wg.Go(func() { w.cancelAsSeenFrom(caller) })
 	}
 	finished := make(chan struct{})
-	go m.awaitShutdown(&wg, ending, endingElections, elections, finished)
+	go func() {
+		wg.Wait()
+		for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
+			<-ch
+		}
+		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
+		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
+			if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
+				<-e.candidacy.record.done
+			}
+		}
+		m.mu.Lock()
+		async := slices.Collect(maps.Keys(m.ends.async))
+		m.mu.Unlock()
+		for _, ch := range async { // endpoints withdrawn after losses
+			<-ch
+		}
+		close(finished)
+	}()
 	select {
 	case <-finished:
 		m.events.Stop(start.Add(timeout)) // flushes the releases' Events, within the timeout
@@ -409,30 +420,6 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
-}
-
-// awaitShutdown waits for what Shutdown ends (wg: its cancels of
-// elections and watches; ending: the cancels and hand-offs begun before,
-// of endingElections), then for what those leave running, and closes
-// finished.
-func (m *Manager) awaitShutdown(wg *sync.WaitGroup, ending []chan struct{}, endingElections []*Election, elections map[Key]*Election, finished chan struct{}) {
-	wg.Wait()
-	for _, ch := range ending { // cancels and hand-offs in flight end (their Events recorded, observers given up)
-		<-ch
-	}
-	m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
-	for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
-		if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
-			<-e.candidacy.record.done
-		}
-	}
-	m.mu.Lock()
-	async := slices.Collect(maps.Keys(m.ends.async))
-	m.mu.Unlock()
-	for _, ch := range async { // endpoints withdrawn after losses
-		<-ch
-	}
-	close(finished)
 }
 
 // stopIdleObservers stops every observer no election or watch uses.
