@@ -26,7 +26,7 @@ func TestVersionIsTheVERSIONFile(t *testing.T) {
 	}
 	want := strings.TrimSpace(string(b))
 	if lease.Version != want {
-		t.Errorf("lease.Version (lease/version.go) is %q, VERSION is %q", lease.Version, want)
+		t.Errorf("lease.Version (lease/client.go) is %q, VERSION is %q", lease.Version, want)
 	}
 	if got := goStr(K8sLeaseVersion()); got != want {
 		t.Errorf("K8sLeaseVersion() = %q, VERSION is %q", got, want)

@@ -159,8 +159,8 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()
 			fixRetry.reset()
-			if e.candidacy != nil {
-				e.candidacy.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
+			if e.candidacy.record != nil {
+				e.candidacy.record.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
 			}
 		}
 		if act == actWaitSync || act == actWait {
@@ -181,39 +181,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		if permanent(err) {
 			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
 		}
-		delay := retry.next()
-		switch {
-		case needsFix(err, act == actCreate):
-			e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
-			delay = fixRetry.next()
-		case apierrors.IsNotFound(err) && act != actCreate:
-			// The Lease was deleted since the snapshot: learn it (the
-			// watch may lag or be down), and decide again at once on
-			// that: the last holder's term is waited out before the
-			// Lease is created again.
-			e.setAPIErr(err)
-			if e.refresh(snap.rec.resourceVersion) {
-				delay = 0
-			}
-		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			// Someone else wrote first. Our snapshot is stale (its watch
-			// may lag by seconds after an outage): learn the current
-			// Lease now, so the next decision is made on it, instead of
-			// resending the same doomed write. Back off only when that
-			// taught nothing new.
-			e.setAPIErr(err)
-			e.stats.Conflict()
-			if e.refresh(snap.rec.resourceVersion) {
-				delay = 0
-			}
-		default:
-			e.setAPIErr(err)
-			e.stats.APIError()
-			logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
-			if outcomeUnknown(err) {
-				e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
-			}
-		}
+		delay := e.retryDelay(err, act, snap, retry, fixRetry)
 		if s := e.obs.snapshot(); s.synced && s.rec.isWrite(e.unansweredWrite()) {
 			// It landed: adopted at once the first time; when that keeps
 			// landing unanswered (a proxy that forwards, then fails), no
@@ -235,6 +203,45 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 	return nil
 }
 
+// retryDelay is how long campaign waits after an acquisition failed with
+// err (not permanent), and what it learns of the Lease meanwhile.
+func (e *Election) retryDelay(err error, act action, snap snapshot, retry, fixRetry *backoff) time.Duration {
+	delay := retry.next()
+	switch {
+	case needsFix(err, act == actCreate):
+		e.blocked(fmt.Errorf("cannot write lease %s: %w", e.key, err))
+		delay = fixRetry.next()
+	case apierrors.IsNotFound(err) && act != actCreate:
+		// The Lease was deleted since the snapshot: learn it (the
+		// watch may lag or be down), and decide again at once on
+		// that: the last holder's term is waited out before the
+		// Lease is created again.
+		e.setAPIErr(err)
+		if e.refresh(snap.rec.resourceVersion) {
+			delay = 0
+		}
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		// Someone else wrote first. Our snapshot is stale (its watch
+		// may lag by seconds after an outage): learn the current
+		// Lease now, so the next decision is made on it, instead of
+		// resending the same doomed write. Back off only when that
+		// taught nothing new.
+		e.setAPIErr(err)
+		e.stats.Conflict()
+		if e.refresh(snap.rec.resourceVersion) {
+			delay = 0
+		}
+	default:
+		e.setAPIErr(err)
+		e.stats.APIError()
+		logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
+		if outcomeUnknown(err) {
+			e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
+		}
+	}
+	return delay
+}
+
 // sleep waits d, or until the election is cancelled (false); unlike
 // waitFor, a change of the Lease does not end it.
 func (e *Election) sleep(d time.Duration) bool {
@@ -253,13 +260,13 @@ func (e *Election) sleep(d time.Duration) bool {
 func (e *Election) unansweredWrite() record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.unanswered
+	return e.term.unanswered
 }
 
 // leaveFirstRound gives back this election's place in firstRounds (once).
 func (e *Election) leaveFirstRound() {
-	if e.firstRoundOver != nil {
-		e.firstRoundOver()
+	if e.firstRound.over != nil {
+		e.firstRound.over()
 	}
 }
 
@@ -273,8 +280,8 @@ const fixRetryMax = 8 * time.Second
 func (e *Election) blocked(err error) {
 	e.stats.APIError()
 	e.mu.Lock()
-	same := e.lastAPIErr != nil && e.lastAPIErr.Error() == err.Error()
-	e.lastAPIErr = err
+	same := e.term.lastAPIErr != nil && e.term.lastAPIErr.Error() == err.Error()
+	e.term.lastAPIErr = err
 	e.mu.Unlock()
 	if !same {
 		logf(LevelError, "lease %s: %s cannot campaign until this is fixed (retrying at most every %v): %v",
@@ -289,7 +296,7 @@ func (e *Election) refresh(seen string) bool {
 	defer cancel()
 	e.stats.ObserverRequest()
 	sent := e.obs.seqNow()
-	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	cur, err := e.api.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		e.obs.applyGone(sent)
@@ -330,7 +337,7 @@ func needsFix(err error, creating bool) bool {
 // reason to wait), so a cured 403 is not reported as a cause later.
 func (e *Election) clearAPIErr() {
 	e.mu.Lock()
-	e.lastAPIErr = nil
+	e.term.lastAPIErr = nil
 	e.mu.Unlock()
 }
 
@@ -338,12 +345,12 @@ func (e *Election) clearAPIErr() {
 func (e *Election) lastAPIError() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.lastAPIErr
+	return e.term.lastAPIErr
 }
 
 func (e *Election) setAPIErr(err error) {
 	e.mu.Lock()
-	e.lastAPIErr = err
+	e.term.lastAPIErr = err
 	e.mu.Unlock()
 }
 
@@ -383,41 +390,41 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 	defer cancel()
 	var got *coordinationv1.Lease
 	if create {
-		got, err = e.leases.Create(ctx, l, metav1.CreateOptions{})
+		got, err = e.api.leases.Create(ctx, l, metav1.CreateOptions{})
 	} else {
-		got, err = e.leases.Update(ctx, l, metav1.UpdateOptions{})
+		got, err = e.api.leases.Update(ctx, l, metav1.UpdateOptions{})
 	}
 	if err != nil {
 		// It may have landed (see outcomeUnknown): adopted if the Lease
 		// shows it (decide), released by a cancel if it does (Cancel).
 		e.mu.Lock()
-		e.unanswered = recordOf(l)
+		e.term.unanswered = recordOf(l)
 		e.mu.Unlock()
 		if outcomeUnknown(err) {
 			// Unanswered: its connection may hang on a frozen API server,
 			// and the next try would wait on it too.
-			e.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": acquisition unanswered")
+			e.api.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": acquisition unanswered")
 		}
 		return err
 	}
 	e.obs.apply(got, got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.written = got // even if cancelled meanwhile: Cancel then releases it
-	e.unanswered = record{}
-	if e.phase != phaseCandidate {
+	e.term.written = got // even if cancelled meanwhile: Cancel then releases it
+	e.term.unanswered = record{}
+	if e.term.phase != phaseCandidate {
 		return nil
 	}
-	e.phase, e.token = phaseLeader, token
+	e.term.phase, e.term.token = phaseLeader, token
 	if !create {
-		e.prevToken = prev
+		e.term.prevToken = prev
 	}
-	e.lastAPIErr = nil // this term's renewals report their own
-	e.validUntil = sent.Add(e.timing.RenewDeadline)
+	e.term.lastAPIErr = nil // this term's renewals report their own
+	e.term.validUntil = sent.Add(e.timing.RenewDeadline)
 	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
 	close(e.elected)
-	if !e.startPublishingLocked(e.routed) {
-		close(e.routed)
+	if !e.startPublishingLocked(e.endpoint.routed) {
+		close(e.endpoint.routed)
 	}
 	e.obs.pauseWhileLeading(e)
 	logf(LevelInfo, "lease %s: %s elected, token %d", e.key, e.identity, token)

@@ -95,6 +95,14 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 	}
 }
 
+// candidacyState is an election's candidate record and where it is kept.
+type candidacyState struct {
+	// store gives the store of candidate records; nil in unit tests that
+	// build elections by hand.
+	store  func() candidateStore
+	record *candidacy // nil: none
+}
+
 // candidacy keeps an election's candidate record: written when the
 // candidacy starts and every candidateRefresh (a timer: no goroutine while
 // it waits, so a thousand elections cost no thousand goroutines), deleted
@@ -146,7 +154,7 @@ func (c *candidacy) put() {
 		return
 	}
 	e := c.e
-	store := e.candidateStore()
+	store := e.candidacy.store()
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
 	s := e.obs.snapshot()
@@ -221,7 +229,7 @@ func (c *candidacy) end() {
 		e := c.e
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
-		if err := e.candidateStore().Remove(ctx, e.key.Namespace, e.key.Name, e.identity, rv); err != nil {
+		if err := e.candidacy.store().Remove(ctx, e.key.Namespace, e.key.Name, e.identity, rv); err != nil {
 			logf(LevelDebug, "lease %s: removing the candidate record of %s: %v", e.key, e.identity, err)
 		}
 	}()
@@ -231,11 +239,11 @@ func (c *candidacy) end() {
 // is deleted (the election's goroutine starts the delete on its way out),
 // or ctx ends.
 func (e *Election) awaitCandidateRecordDeleted(ctx context.Context) {
-	if e.candidacy == nil {
+	if e.candidacy.record == nil {
 		return
 	}
 	select {
-	case <-e.candidacy.done:
+	case <-e.candidacy.record.done:
 	case <-ctx.Done():
 		logf(LevelInfo, "lease %s: the candidate record of %s is still being deleted; not waiting for it", e.key, e.identity)
 	}

@@ -1,22 +1,30 @@
 package lease
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	coordinationv1beta1 "k8s.io/api/coordination/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
+	"github.com/k8s-lease/k8s-lease/lease/internal/candidates"
+	"github.com/k8s-lease/k8s-lease/lease/internal/candidates/candidatestest"
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // candidateProcesses is three processes on one fake API server, each with options.
@@ -325,7 +333,7 @@ func TestThePolicyOnCancelSkipsATargetAHandOffFailedOn(t *testing.T) {
 	eventually(t, 5*time.Second, "a's renewals carrying the annotation", func() bool {
 		a.Election("ns", "l").mu.Lock()
 		defer a.Election("ns", "l").mu.Unlock()
-		return handOffFailedAt(a.Election("ns", "l").written, "x").After(written)
+		return handOffFailedAt(a.Election("ns", "l").term.written, "x").After(written)
 	})
 	if err := a.CancelElection("ns", "l"); err != nil {
 		t.Fatal(err)
@@ -335,5 +343,438 @@ func TestThePolicyOnCancelSkipsATargetAHandOffFailedOn(t *testing.T) {
 	}
 	if got := targets(); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("hand-off records written to %v; want [b]: x, a hand-off to it failed since its record was written, skipped", got)
+	}
+}
+
+// A candidacy's record: it survives its identity standing again at once,
+// and its delete lands before Shutdown returns.
+
+// heldDeletes holds each candidate-record delete on the client side (a
+// round trip), outside the fake's global lock, until hold(name) returns,
+// and counts those that went through.
+type heldDeletes struct {
+	*fake.Clientset
+	hold   func(name string)
+	landed *atomic.Int32
+}
+
+func (c heldDeletes) CoordinationV1() coordclient.CoordinationV1Interface {
+	return heldDeletesCoord{c.Clientset.CoordinationV1(), c}
+}
+
+type heldDeletesCoord struct {
+	coordclient.CoordinationV1Interface
+	c heldDeletes
+}
+
+func (s heldDeletesCoord) Leases(ns string) coordclient.LeaseInterface {
+	return heldDeletesLeases{s.CoordinationV1Interface.Leases(ns), s.c}
+}
+
+type heldDeletesLeases struct {
+	coordclient.LeaseInterface
+	c heldDeletes
+}
+
+func (l heldDeletesLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	if !strings.Contains(name, "-candidate-") {
+		return l.LeaseInterface.Delete(ctx, name, opts)
+	}
+	l.c.hold(name)
+	err := l.LeaseInterface.Delete(ctx, name, opts)
+	l.c.landed.Add(1)
+	return err
+}
+
+// An election's record is deleted by name (lease, identity) on its own
+// goroutine after it ends, and nothing orders that delete with the put of
+// the next election of the same identity (Cancel and RunElection do not
+// wait for it). A host that stands again at once (cancel + run, or the
+// documented "start a new one to stand again" after a hand-off) loses its
+// record when the old delete lands last: for candidateRefresh (5 min) it is
+// invisible to Candidates, refused as a hand-off target ("not seen
+// campaigning") and never chosen by the policies.
+func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	fc := fake.NewClientset()
+	enforceResourceVersions(fc)
+	record := func() string { // the resourceVersion of a's record, "" when there is none
+		l, err := fc.CoordinationV1().Leases("ns").Get(context.Background(), candidateRecordName("l", "a"), metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return l.ResourceVersion
+	}
+	// The ended election's delete of a's record lands last: after the
+	// new election's put.
+	var landed atomic.Int32
+	client := heldDeletes{Clientset: fc, landed: &landed, hold: func(name string) {
+		if name == candidateRecordName("l", "a") && landed.Load() == 0 {
+			old := record()
+			waitUntil(10*time.Second, func() bool { rv := record(); return rv != "" && rv != old })
+		}
+	}}
+	x, am := process(t, client), process(t, client)
+	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := am.RunElection("ns", "l", "a", fastUnitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a recorded", func() bool {
+		cs, err := x.Candidates("ns", "l")
+		return err == nil && len(cs) == 2
+	})
+	// a stands again at once.
+	if err := am.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	ea2, err := am.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the ended election's record delete, after the new put", func() bool { return landed.Load() > 0 })
+	cs, err := x.Candidates("ns", "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("candidates once the old delete landed after a stood again (a campaigning: %v): %+v", !ea2.Ended(), cs)
+	err = x.HandOff("ns", "l", "a", time.Second)
+	t.Logf("HandOff to the campaigning a = %v", err)
+	if !(!errors.Is(err, errTargetNotSeen)) {
+		t.Fatal("regression (review 2)")
+	}
+}
+
+// Shutdown does not wait for the candidate-record deletes: they land after
+// it returned (or never, when the host exits right after it), so a cleanly
+// stopped process stays listed as a live candidate for up to candidateTTL
+// (10 min) and can be picked as a hand-off target.
+func TestHandOffRegressionShutdownWaitsForTheRecordDelete(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	// The delete lands once Shutdown waits for it (never, if it does not).
+	var landed atomic.Int32
+	client := heldDeletes{Clientset: fake.NewClientset(), landed: &landed, hold: func(string) {
+		waitUntil(10*time.Second, func() bool { return waitingIn("(*Manager).Shutdown.") > 0 })
+	}}
+	m := process(t, client)
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a recorded", func() bool {
+		cs, err := m.Candidates("ns", "l")
+		return err == nil && len(cs) == 1
+	})
+	if err := m.Shutdown(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pending := landed.Load() == 0
+	t.Logf("record delete landed when Shutdown returned: %v", !pending)
+	if !(!pending) {
+		t.Fatal("regression (review 2)")
+	}
+}
+
+// The store of candidate records a Manager picks by discovery: never on
+// the caller's thread, and asked again after a transient error.
+
+// RunElection (every variant: they all go through RunElectionWith) now
+// asks the API server's discovery, on the caller's thread, the first time
+// (candidateRegistry.storeFor), holding the registry's lock: the header's
+// "Returns at once (never waits for the network)" no longer holds (a real
+// discovery request has a 32 s timeout), and every other RunElection,
+// Candidates and HandOff waits behind it.
+func TestHandOffRegressionRunElectionDoesNotWaitForDiscovery(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	hung := make(chan struct{}) // a hung API server, until the test ends
+	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		<-hung
+		return false, nil, nil
+	})
+	m := process(t, client)
+	t.Cleanup(func() { close(hung) }) // before m's Shutdown
+	ran := make(chan error, 1)
+	go func() { _, err := m.RunElection("ns", "l", "a", fastUnitTiming); ran <- err }()
+	if err := receive(t, ran, 10*time.Second, "regression (review 2): RunElection returning without the API server's discovery"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transient discovery error on first use fixes the Manager's record store
+// to Leases for good, while processes whose discovery succeeded use
+// LeaseCandidates: neither sees the other's records, so hand-offs between
+// them are refused as "not seen campaigning" and the policies ignore them.
+func TestHandOffRegressionTransientDiscoveryErrorIsAskedAgain(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	client.Resources = []*metav1.APIResourceList{{GroupVersion: coordinationv1beta1.SchemeGroupVersion.String(),
+		APIResources: []metav1.APIResource{{Name: "leasecandidates", Namespaced: true, Kind: "LeaseCandidate"}}}}
+	failures := 1
+	client.PrependReactor("get", "resource", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		if failures > 0 {
+			failures--
+			return true, nil, errors.New("connection refused (API server restarting)")
+		}
+		return false, nil, nil
+	})
+	a := process(t, client) // first: discovery fails once
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b := process(t, client) // discovery works: LeaseCandidates
+	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b's own record", func() bool { // written once b waits; a loaded machine takes a while
+		cs, err := b.Candidates("ns", "l")
+		return err == nil && slices.ContainsFunc(cs, func(c Candidate) bool { return c.Identity == "b" })
+	})
+	csA, errA := a.Candidates("ns", "l")
+	csB, errB := b.Candidates("ns", "l")
+	t.Logf("a uses %ss and sees %+v (%v); b uses %ss and sees %+v (%v)",
+		a.candidates.storeFor(nil).Kind(), csA, errA, b.candidates.storeFor(nil).Kind(), csB, errB)
+	err = a.HandOff("ns", "l", "b", time.Second)
+	t.Logf("a.HandOff to the campaigning b = %v", err)
+	if !(!errors.Is(err, errTargetNotSeen)) {
+		t.Fatal("regression (review 2)")
+	}
+}
+
+// leaseRecords is the store keeping candidate records as Leases on client.
+func leaseRecords(client kubeapi.Client) candidateStore { return candidates.Leases{Client: client} }
+
+// candidateRecordName is the name of identity's candidate record on lease.
+func candidateRecordName(lease, identity string) string {
+	return candidates.RecordName(lease, identity)
+}
+
+// countRecordWrites counts the tries to create, update, patch or delete the
+// Lease name (the fake keeps every action, but reading them needs its lock).
+// Installed last, it runs first: it sees the tries other reactors refuse.
+func countRecordWrites(client *fake.Clientset, name string) *atomic.Int64 {
+	var n atomic.Int64
+	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		switch a.GetVerb() {
+		case "create", "update", "patch", "delete":
+			if candidatestest.ObjectName(a) == name {
+				n.Add(1)
+			}
+		}
+		return false, nil, nil
+	})
+	return &n
+}
+
+// Through a Manager: a candidate standing again whose predecessor's record
+// delete lands in the middle of its first write is recorded at once, and a
+// hand-off to it goes ahead.
+func TestHandOffAcceptedWhenThePredecessorDeleteLandedMidWrite(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	// Reactors are installed before any request (the fake does not lock
+	// its chain against them). The predecessor's record below is only
+	// created: the first get of it is the new candidacy's.
+	landed := candidatestest.DeleteBefore(t, client, "get", "leases", candidateRecordName("l", "a"))
+	x := process(t, client)
+	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ex.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaseRecords(clientsetapi.Wrap(client)).Put(t.Context(), "ns", "l", Candidate{Identity: "a", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err) // what a's last candidacy left (priority 0), its delete still on the way
+	}
+	am := process(t, client)
+	ea, err := am.RunElectionWith("ns", "l", "a", fastUnitTiming, ElectionOptions{Priority: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "the predecessor's delete landing mid-write", landed.Load)
+	// A write takes a few round trips on the fake: 3 s is far below the
+	// 5 min the record used to be missing for.
+	eventually(t, 3*time.Second, "a recorded by its new candidacy (priority 1)", func() bool {
+		cs, err := x.Candidates("ns", "l")
+		for _, c := range cs {
+			if c.Identity == "a" && c.Priority == 1 {
+				return err == nil
+			}
+		}
+		return false
+	})
+	if err := x.HandOff("ns", "l", "a", 2*time.Second); err != nil {
+		t.Fatalf("HandOff to a: %v", err)
+	}
+	if _, err := ea.WaitElected(time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A record write that fails (any error but a foreign object of the
+// record's name) is tried again within seconds, with backoff, until it
+// lands; once it has, the record is refreshed every candidateRefresh as
+// before (no write in the seconds after).
+func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	name := candidateRecordName("l", "a")
+	var failures atomic.Int64
+	failures.Store(2)
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if candidatestest.ObjectName(a) == name && failures.Add(-1) >= 0 {
+			return true, nil, apierrors.NewServiceUnavailable("etcd leader changed")
+		}
+		return false, nil, nil
+	})
+	writes := countRecordWrites(client, name)
+	m := process(t, client)
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Two failures back off at most 1 s + 2 s (newBackoff's jitter only
+	// shortens them); 10 s leaves room for a loaded machine.
+	eventually(t, 10*time.Second, "a recorded after two failed writes", func() bool {
+		cs, err := m.Candidates("ns", "l")
+		return err == nil && len(cs) == 1
+	})
+	after := writes.Load()
+	time.Sleep(3 * time.Second)
+	if n := writes.Load(); n != after {
+		t.Fatalf("%d record writes in the 3 s after one landed: the refresh is candidateRefresh (%v)", n-after, candidateRefresh)
+	}
+	if after != 3 {
+		t.Fatalf("%d record writes to land one after two failures, want 3", after)
+	}
+}
+
+// Retries of a failing record write stop when the candidacy ends: no write
+// after its end (the delete it would precede is skipped: nothing written).
+func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	name := candidateRecordName("l", "a")
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if candidatestest.ObjectName(a) == name {
+			return true, nil, apierrors.NewServiceUnavailable("etcd unavailable")
+		}
+		return false, nil, nil
+	})
+	writes := countRecordWrites(client, name)
+	m := process(t, client)
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a retried write", func() bool { return writes.Load() >= 2 })
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.candidacy.record.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the candidacy's end did not finish")
+	}
+	ended := writes.Load()
+	// The retry pending at the end was due within 2 s (two or three
+	// failures so far): 3 s would have seen it.
+	time.Sleep(3 * time.Second)
+	if n := writes.Load(); n != ended {
+		t.Fatalf("%d record writes after the candidacy ended", n-ended)
+	}
+}
+
+// The record of candidate a on lease l is named l-candidate-a, a name
+// someone else's Lease may have: that Lease is never written over, nor
+// deleted. The refusal is retried on the slow path (every
+// candidateRefresh), not within seconds.
+func TestCandidateRecordLeavesAForeignLeaseOfItsNameUntouched(t *testing.T) {
+	t.Parallel() // own fake API server and Managers; waits, mostly
+	client := fake.NewClientset()
+	enforceResourceVersions(client)
+	name := candidateRecordName("l", "a")
+	holder, seconds, now := "another-app-0", int32(15), metav1.NewMicroTime(time.Now().Add(-time.Minute))
+	foreign := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+		Annotations: map[string]string{"owner": "another-app"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now}}
+	if _, err := client.CoordinationV1().Leases("ns").Create(t.Context(), foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() string {
+		t.Helper()
+		l, err := client.CoordinationV1().Leases("ns").Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the foreign Lease: %v", err)
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	before := snapshot()
+	var tries atomic.Int64
+	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
+		if candidatestest.ObjectName(a) == name {
+			tries.Add(1)
+		}
+		return false, nil, nil
+	})
+	writes := countRecordWrites(client, name)
+	m := process(t, client)
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the candidacy's first write", func() bool { return tries.Load() >= 1 })
+	time.Sleep(3 * time.Second) // a fast retry (1 s, 2 s) would show
+	if n := tries.Load(); n != 1 {
+		t.Fatalf("%d tries in 3 s to write over a foreign Lease, want 1: its refusal waits for candidateRefresh", n)
+	}
+	e.candidacy.record.put() // two refreshes, as candidateRefresh's timer runs them
+	e.candidacy.record.put()
+	if got := snapshot(); got != before {
+		t.Fatalf("the foreign Lease changed:\nbefore %s\nafter  %s", before, got)
+	}
+	if cs, err := m.Candidates("ns", "l"); err != nil || len(cs) != 0 {
+		t.Fatalf("Candidates = %+v, %v: the foreign Lease is no record", cs, err)
+	}
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.candidacy.record.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the candidacy's end did not finish")
+	}
+	if got := snapshot(); got != before {
+		t.Fatalf("the foreign Lease changed when the candidacy ended:\nbefore %s\nafter  %s", before, got)
+	}
+	if n := writes.Load(); n != 3 {
+		t.Fatalf("%d writes of %s, want the 3 refused creates", n, name)
 	}
 }

@@ -58,6 +58,14 @@ type redialer struct {
 	last time.Time // the last round that closed something, by the asker's clock
 }
 
+// leaseAPI is how an election reaches its Lease.
+type leaseAPI struct {
+	leases kubeapi.Leases
+	// redial closes the connections that went silent under a renewal;
+	// nil: none.
+	redial *redialer
+}
+
 // closeSilent closes the connections silent since since (see
 // kubeapi.Client), unless the pace refuses a round: it reports how many it
 // closed and, when refused, when a round is allowed again.
@@ -87,3 +95,6 @@ func (r *redialer) round(now time.Time, period time.Duration, why string, silent
 	}
 	return n, time.Time{}
 }
+
+// Version is the library version, reported in the user agent.
+const Version = "0.1.0"

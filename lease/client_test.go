@@ -1,8 +1,18 @@
 package lease
 
 import (
+	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/utils/clock"
 )
 
 // A Manager closes silent connections at most once per period of the one
@@ -53,5 +63,120 @@ func TestARoundThatClosedNothingDoesNotCount(t *testing.T) {
 	}
 	if _, next := r.closeSilent(t0, t0.Add(200*time.Millisecond), time.Second, "test"); !next.IsZero() || c.asked != 2 {
 		t.Fatalf("the second round was refused until %v (asked %d times); want it made", next, c.asked)
+	}
+}
+
+// modelConn is one HTTP/2 connection as kubeapi's dialer sees it: when it
+// last received a byte (zero: never, its TLS handshake unanswered),
+// whether its server is frozen.
+type modelConn struct {
+	lastRead time.Time
+	frozen   bool
+	closed   chan struct{}
+}
+
+// modelConns is a client's pool behind a load balancer: every renewal
+// goes on the newest open connection, dialled when none is open;
+// connection k (1-based) lands on a frozen API server when frozen(k).
+type modelConns struct {
+	coordclient.LeaseInterface
+	frozen func(k int) bool
+
+	mu    sync.Mutex
+	conns []*modelConn
+	after time.Time // connection 1 freezes after this
+}
+
+func (m *modelConns) current() *modelConn {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.conns); n > 0 {
+		if c := m.conns[n-1]; !isClosed(c.closed) {
+			return c
+		}
+	}
+	c := &modelConn{frozen: m.frozen(len(m.conns) + 1), closed: make(chan struct{})}
+	m.conns = append(m.conns, c)
+	return c
+}
+
+func (m *modelConns) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	c := m.current()
+	m.mu.Lock()
+	frozen := c.frozen && (len(m.conns) > 1 || time.Now().After(m.after))
+	m.mu.Unlock()
+	if frozen {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-c.closed:
+			return nil, errors.New("http2: client connection lost")
+		}
+	}
+	l, err := m.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+	m.mu.Lock()
+	c.lastRead = time.Now()
+	m.mu.Unlock()
+	return l, err
+}
+
+func (m *modelConns) close(silent func(c *modelConn) bool) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.conns {
+		if !isClosed(c.closed) && silent(c) {
+			close(c.closed)
+			n++
+		}
+	}
+	return n
+}
+
+// CloseSilentConnections is kubeapi's rule (without its handshake grace,
+// shorter than a round's pace here anyway).
+func (m *modelConns) CloseSilentConnections(since time.Time) int {
+	return m.close(func(c *modelConn) bool { return c.lastRead.Before(since) })
+}
+
+func (m *modelConns) dialled() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.conns)
+}
+
+// The connection a round dials can land on the frozen API server again (a
+// load balancer picks one per connection): the renewal that dialled it is
+// older than the connection, yet the connection must be found silent at
+// the next round. Connections 1 and 2 are frozen, 3 answers: the leader
+// keeps its lease.
+func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testing.T) {
+	client := fake.NewClientset()
+	m := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: func(k int) bool { return k <= 2 }, after: time.Now().Add(time.Hour)}
+	m.current() // connection 1, the acquisition's
+	obs := newObserver(m, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, m, obs, clock.RealClock{}, stats, func() bool { return false })
+	e.api.redial = &redialer{conns: m}
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	renewed := statsOf(stats).Election.Renewals
+	eventually(t, 5*time.Second, "a renewal on connection 1", func() bool { return statsOf(stats).Election.Renewals > renewed })
+	m.mu.Lock()
+	m.after = time.Now() // connection 1's API server freezes
+	m.mu.Unlock()
+	renewed = statsOf(stats).Election.Renewals
+	ok := waitUntil(5*time.Second, func() bool { return statsOf(stats).Election.Renewals > renewed })
+	if leads, _, _ := e.IsLeader(); !ok || !leads {
+		t.Fatalf("no renewal answered after the freeze (leader: %v; %d connections dialled, want a third, which answers): %+v",
+			leads, m.dialled(), statsOf(stats).Election)
+	}
+	if n := m.dialled(); n != 3 {
+		t.Errorf("%d connections dialled; want 3", n)
 	}
 }

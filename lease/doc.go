@@ -46,7 +46,7 @@
 //
 // One goroutine per election (the candidate or leader loop) and per observed
 // Lease. A leader renews on its own goroutine while the API server answers
-// fast, and on workers (workers.go) once a renewal went unanswered for
+// fast, and on workers (process.go) once a renewal went unanswered for
 // inlineCut (half a retry period at most), or always where renewDeadline <=
 // 4/3 retryPeriod. The renewals of one process go out in bursts: at least 8
 // slots per retry period, and one per 16 leaders above 128 (renewalSlot);
@@ -61,6 +61,10 @@
 //
 // # Where things are
 //
+// This is the one map of the files of lease/ (the README links here); a
+// file's tests are in <file>_test.go, and those that need a cluster in
+// <file>_integration_test.go.
+//
 //   - campaign.go: the candidate's rule, decide(snapshot, now,
 //     ownLeaseDuration, self, unanswered), a pure function, and the loop
 //     that acts on it (acquire, create, adopt an acquisition of its own
@@ -70,25 +74,27 @@
 //     renewalSlot, the retry after an error), how long a success holds
 //     (renewed: send time + renewDeadline; the first term's is acquire's),
 //     when renewals are pipelined or move to the workers (shouldSend,
-//     inlineCut), loss and release. renewpatch.go is the renewal's JSON
-//     patch, record.go how a Lease is read and written (holder, token,
-//     hand-off record), fencing.go the token rule, client.go
-//     requestTimeout (every request's bound, renewals' too).
+//     inlineCut), loss and release. record.go is how a Lease is read and
+//     written (holder, token, hand-off record), the fencing token's rule
+//     (nextToken) and the renewal's JSON patch; client.go the client
+//     (Version, requestTimeout: every request's bound, renewals' too) and
+//     the redialling of silent connections.
 //   - election.go: an Election and its life (start, WaitElected, WaitLost,
-//     Cancel); validation.go Timing and the argument checks (their rules in
-//     internal/validate); options.go and preferred.go the policies and the
-//     choice of a preferred holder; handoff.go the hand-off; candidates.go
-//     a candidate's record while it campaigns; errors.go the errors, a
-//     loss's reasons among them.
+//     Cancel, the ending); validation.go Key, Timing and the argument
+//     checks (their rules in internal/validate); options.go the policies
+//     and the choice of a preferred holder among candidates; handoff.go the
+//     hand-off and acting on a preferred holder; endpoint.go the endpoint a
+//     leader publishes; candidates.go a candidate's record while it
+//     campaigns; errors.go the errors, a loss's reasons among them, and
+//     panicError.
 //   - observer.go and snapshot.go: the shared view of one Lease (list and
 //     watch, what a read may change); observers.go the Manager's observers
-//     and their reaper; holder.go and holderwatch.go GetHolder and holder
-//     watches.
+//     and their reaper; holder.go GetHolder and holder watches.
 //   - manager.go: the Manager (elections, ends, Shutdown, Init); process.go
-//     the state that is the process's; workers.go, firstrounds.go and
-//     backoff.go the scheduling around requests; key.go Key; version.go
-//     Version; panic.go and panic_inject_*.go panic containment and its
-//     test hook.
+//     the state that is the process's and the scheduling around requests
+//     (the renewal workers, the first-round gate, backoff);
+//     panic_inject_on.go and panic_inject_off.go the panic test hook (one
+//     of the pair is built, by the k8s_lease_panic_inject tag).
 //   - What the library reports goes through interfaces the core owns
 //     (eventSink, metricsSink; candidateStore in candidates.go); delivery
 //     and formatting live in lease/internal.
@@ -104,7 +110,26 @@
 //     it (Manager code counts on m.statsLocked(key) directly), and its line
 //     in include/k8s_lease.h and docs/operations.md.
 //   - log.go and podlabel.go are the log and pod-label API, over
-//     lease/internal/logs (the host's log sink) and lease/internal/podlabel;
-//     lease/internal/kubeconfig builds the client, lease/internal/candidates
-//     stores candidate records, lease/internal/validate checks arguments.
+//     lease/internal/logs and lease/internal/podlabel.
+//
+// Below lease/, each package does one thing for the core:
+//
+//   - lease/kubeapi: the minimal Lease/Event client: Leases,
+//     LeaseCandidates, Events, EndpointSlices, a Pod patch and one
+//     discovery question on client-go's REST client, protobuf for the
+//     coordination types; no typed clientset, so no kubernetes/scheme (make
+//     check-deps refuses it in the library).
+//   - lease/internal/events: Kubernetes Events on leadership changes, off
+//     the election path.
+//   - lease/internal/telemetry: metrics, stats, request counting, the
+//     Prometheus text.
+//   - lease/internal/candidates: the candidate-record stores (Leases or
+//     LeaseCandidates).
+//   - lease/internal/endpoints: the EndpointSlice that routes a
+//     selector-less Service to its leader.
+//   - lease/internal/logs: the host's log sink.
+//   - lease/internal/kubeconfig: client construction: in-cluster, else
+//     kubeconfig.
+//   - lease/internal/podlabel: the pod-label patch.
+//   - lease/internal/validate: argument validation (fuzzed there).
 package lease

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -36,23 +35,28 @@ type Election struct {
 	identity    string
 	incarnation string
 	timing      Timing
-	leases      kubeapi.Leases
+	opts        ElectionOptions
+	api         leaseAPI // its Lease client (client.go)
 	obs         *observer
 	clock       clock.Clock
-	onEnd       func() (stillUsed bool) // releases the observer; called once, when the run ends
 	stats       metricsSink
+	events      eventSink // Kubernetes Events on leadership changes (events.go); nil: none
 
 	ctx     context.Context
-	cancel  context.CancelFunc
-	runDone chan struct{}
 	elected chan struct{} // closed on becoming leader
-	// routed is closed once a new leader may serve: at the acquisition, or
-	// after the first write of its endpoint when it publishes one
-	// (endpoint.go). WaitElected waits for it.
-	routed chan struct{}
-	ended  chan struct{} // closed when leadership or candidacy ends
 
-	mu         sync.Mutex
+	mu   sync.Mutex
+	term termState // e.mu
+
+	handoff    handOffState    // handoff.go
+	endpoint   endpointState   // endpoint.go
+	candidacy  candidacyState  // candidates.go
+	firstRound firstRoundState // process.go
+	ending     ending
+}
+
+// termState is the election's own state; e.mu guards it.
+type termState struct {
 	phase      phase
 	token      int64
 	validUntil time.Time
@@ -61,42 +65,20 @@ type Election struct {
 	// it did not land (campaign.go): a cancel with no write of ours
 	// answered reads the Lease and releases it if it names us.
 	unanswered record
-	endErr     error // nil when ended by Cancel
 	lastAPIErr error
-	endEvent   <-chan struct{} // closed once the Event ending the term is written (events.go)
-	cancelOnce sync.Once
-	events     eventSink // Kubernetes Events on leadership changes (events.go); nil: none
-	opts       ElectionOptions
-	// candidateStore gives the store of candidate records (candidates.go);
-	// nil in unit tests that build elections by hand.
-	candidateStore func() candidateStore
-	// handOffHook makes a hand-off the library decides (preferred holder,
-	// PolicyYieldToNewer) and reports whether it happened; called on a
-	// goroutine of its own; nil: none.
-	handOffHook    func(to, why string) bool
-	candidacy      *candidacy // its candidate record (candidates.go); nil: none
-	preferredTried string     // the preferred holder last acted on (e.mu)
-	preferredAt    time.Time  // and when
-	// firstRounds admits the election to its first round; firstRoundOver
-	// leaves it once that round has an outcome (run's goroutine only). nil:
-	// no gate (unit tests that build elections by hand).
-	firstRounds    *gate
-	firstRoundOver func()
-	admitted       atomic.Bool // past firstRounds: it has sent or may send requests
-	route          *route      // the endpoint it publishes while it leads (endpoint.go); nil: none
-	// withdrawWithin bounds the endpoint's withdrawal before a release or a
-	// hand-off (set by them, e.mu; > 0: the end is graceful, the endpoint
-	// withdrawn first); 0: a loss, withdrawn within endpointTimeout.
-	withdrawWithin time.Duration
-	prevToken      int64 // the token of the term before this one on the Lease (0: none known)
-	// redial closes the connections that went silent under a renewal
-	// (client.go); nil: none.
-	redial *redialer
-	// trackAsync registers work that outlives the election's goroutine (a
-	// withdrawal after a loss) with the Manager, whose Shutdown waits for
-	// it or cancels it; the work runs under ctx and calls done. nil:
-	// untracked.
-	trackAsync func() (ctx context.Context, done func())
+	prevToken  int64 // the token of the term before this one on the Lease (0: none known)
+}
+
+// ending is how an election ends: a cancel, or the first reason of end.
+type ending struct {
+	cancel  context.CancelFunc // of Election.ctx
+	once    sync.Once          // of CancelWithin and handOff
+	runDone chan struct{}      // closed when run's goroutine has exited
+	ended   chan struct{}      // closed when leadership or candidacy ends
+	err     error              // nil when ended by Cancel (e.mu)
+	// event is closed once the Event ending the term is written (events.go).
+	event <-chan struct{}
+	onEnd func() (stillUsed bool) // releases the observer; called once, when the run ends
 }
 
 func newIncarnation() string {
@@ -109,24 +91,25 @@ func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs 
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
-		leases: leases, obs: obs, clock: clk, onEnd: onEnd, stats: stats,
-		ctx: ctx, cancel: cancel, runDone: make(chan struct{}),
-		elected: make(chan struct{}), routed: make(chan struct{}), ended: make(chan struct{}),
+		api: leaseAPI{leases: leases}, obs: obs, clock: clk, stats: stats,
+		ctx: ctx, elected: make(chan struct{}),
+		endpoint: endpointState{routed: make(chan struct{})},
+		ending:   ending{cancel: cancel, runDone: make(chan struct{}), ended: make(chan struct{}), onEnd: onEnd},
 	}
 }
 
 func (e *Election) start() { go e.run() }
 
 func (e *Election) run() {
-	defer close(e.runDone)
+	defer close(e.ending.runDone)
 	defer func() {
-		if e.candidacy != nil {
-			e.candidacy.end() // the record goes with the candidacy
+		if e.candidacy.record != nil {
+			e.candidacy.record.end() // the record goes with the candidacy
 		}
 	}()
 	// The share is given up first: an observer nobody else uses is not
 	// resumed (no list) until it is used again.
-	defer func() { e.obs.leadingEnded(e, e.onEnd()) }()
+	defer func() { e.obs.leadingEnded(e, e.ending.onEnd()) }()
 	notify := e.obs.subscribe()
 	defer e.obs.unsubscribe(notify)
 	defer e.recordLoss() // after containPanic: a contained panic's end is recorded too
@@ -137,15 +120,15 @@ func (e *Election) run() {
 	defer e.containPanic()
 	injectPanic("campaign")
 	started := e.clock.Now() // the campaign's time includes its wait for a place
-	if e.firstRounds != nil {
-		leave, ok := e.firstRounds.enter(e.ctx.Done())
+	if e.firstRound.gate != nil {
+		leave, ok := e.firstRound.gate.enter(e.ctx.Done())
 		if !ok {
 			return // cancelled before its first round
 		}
-		e.firstRoundOver = leave
+		e.firstRound.over = leave
 		defer leave()
 	}
-	e.admitted.Store(true)
+	e.firstRound.admitted.Store(true)
 	if e.ctx.Err() != nil {
 		return // cancelled meanwhile (enter may pick a free place over a cancel)
 	}
@@ -161,12 +144,12 @@ func (e *Election) run() {
 		return
 	}
 	e.recordCandidacy() // elected: written after the acquisition, not beside it
-	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidateStore != nil && e.handOffHook != nil {
+	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidacy.store != nil && e.handoff.hook != nil {
 		go e.yieldToNewer()
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
 		e.stats.Lost(lossReason(reason))
-		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.token, reason)
+		logf(LevelWarning, "lease %s: %s lost leadership (token %d): %v", e.key, e.identity, e.term.token, reason)
 	}
 }
 
@@ -174,7 +157,7 @@ func (e *Election) run() {
 // candidacy first waits as a standby or is elected, so that the write (and
 // the first discovery) never competes with an acquisition.
 func (e *Election) recordCandidacy() {
-	if c := e.candidacy; c != nil {
+	if c := e.candidacy.record; c != nil {
 		c.startOnce.Do(func() {
 			c.mu.Lock()
 			c.started, c.asked = true, e.obs.snapshot().highestToken
@@ -200,12 +183,12 @@ func (e *Election) containPanic() {
 func (e *Election) end(reason error) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.phase == phaseEnded {
+	if e.term.phase == phaseEnded {
 		return false
 	}
-	e.phase = phaseEnded
-	e.endErr = reason
-	close(e.ended)
+	e.term.phase = phaseEnded
+	e.ending.err = reason
+	close(e.ending.ended)
 	return true
 }
 
@@ -214,20 +197,20 @@ func (e *Election) end(reason error) bool {
 func (e *Election) IsLeader() (bool, int64, time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.phase != phaseLeader {
+	if e.term.phase != phaseLeader {
 		return false, 0, 0
 	}
-	left := e.validUntil.Sub(e.clock.Now())
+	left := e.term.validUntil.Sub(e.clock.Now())
 	if left <= 0 {
 		return false, 0, 0
 	}
-	return true, e.token, left
+	return true, e.term.token, left
 }
 
 // Ended reports whether the election is over.
 func (e *Election) Ended() bool {
 	select {
-	case <-e.ended:
+	case <-e.ending.ended:
 		return true
 	default:
 		return false
@@ -238,7 +221,7 @@ func (e *Election) Ended() bool {
 func (e *Election) endReason() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.endErr
+	return e.ending.err
 }
 
 // WaitElected blocks until this election leads (returning its token), ends,
@@ -247,8 +230,8 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	timer := e.clock.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case <-e.routed:
-	case <-e.ended:
+	case <-e.endpoint.routed:
+	case <-e.ending.ended:
 	case <-timer.C():
 		// Being elected, or ending, at the same moment wins over the
 		// timeout: it happened first, and the end has its own reason.
@@ -260,9 +243,9 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 		}
 		_ = e.Cancel()
 		e.awaitEndWrites() // a host that gives up and exits leaves no record behind
-		if !e.admitted.Load() {
+		if !e.firstRound.admitted.Load() {
 			return 0, fmt.Errorf("%w after %v; candidacy cancelled before its first request: it waited for its turn among "+
-				"the elections this process was starting (%d at a time)", ErrWaitTimeout, timeout, cap(e.firstRounds.slots))
+				"the elections this process was starting (%d at a time)", ErrWaitTimeout, timeout, cap(e.firstRound.gate.slots))
 		}
 		if last := e.lastAPIError(); last != nil {
 			return 0, fmt.Errorf("%w after %v; candidacy cancelled; last API error: %v", ErrWaitTimeout, timeout, last)
@@ -271,22 +254,22 @@ func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.phase == phaseLeader {
-		return e.token, nil
+	if e.term.phase == phaseLeader {
+		return e.term.token, nil
 	}
-	if e.endErr == nil {
+	if e.ending.err == nil {
 		return 0, ErrCancelled
 	}
-	if e.token == 0 {
-		return 0, fmt.Errorf("candidacy ended: %w", e.endErr)
+	if e.term.token == 0 {
+		return 0, fmt.Errorf("candidacy ended: %w", e.ending.err)
 	}
-	return 0, fmt.Errorf("leadership lost: %w", e.endErr)
+	return 0, fmt.Errorf("leadership lost: %w", e.ending.err)
 }
 
 // WaitLost blocks until leadership (or the candidacy) ends: nil when
 // cancelled, else the reason.
 func (e *Election) WaitLost() error {
-	<-e.ended
+	<-e.ending.ended
 	return e.endReason()
 }
 
@@ -301,13 +284,13 @@ func (e *Election) Cancel() error {
 // CancelWithin is Cancel with an explicit bound on the release.
 func (e *Election) CancelWithin(releaseTimeout time.Duration) error {
 	var err error
-	e.cancelOnce.Do(func() {
+	e.ending.once.Do(func() {
 		e.boundWithdrawal(releaseTimeout)
 		endedHere := e.end(nil) // false: already lost, nothing of ours to release
-		e.cancel()
-		<-e.runDone
+		e.ending.cancel()
+		<-e.ending.runDone
 		e.mu.Lock()
-		held, mayHold := e.written, e.unanswered.exists
+		held, mayHold := e.term.written, e.term.unanswered.exists
 		e.mu.Unlock()
 		if endedHere && (held != nil || mayHold) {
 			err = e.safeRelease(held, releaseTimeout)
@@ -334,4 +317,4 @@ func (e *Election) safeRelease(held *coordinationv1.Lease, timeout time.Duration
 }
 
 // Done is closed when the election's goroutine has exited.
-func (e *Election) Done() <-chan struct{} { return e.runDone }
+func (e *Election) Done() <-chan struct{} { return e.ending.runDone }

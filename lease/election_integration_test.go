@@ -5,6 +5,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/k8s-lease/k8s-lease/internal/history"
 )
 
 func TestSingleElection(t *testing.T) {
@@ -402,4 +408,252 @@ func TestConcurrentGetHolder(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// eventLog collects in-process candidates' events for the history checker;
+// each candidate stands in for a process with a pid of its own.
+type eventLog struct {
+	mu     sync.Mutex
+	events []history.Event
+}
+
+func (l *eventLog) add(pid int, kind string, token int64) {
+	l.mu.Lock()
+	l.events = append(l.events, history.Event{At: history.Now(), PID: pid, Kind: kind, Token: token})
+	l.mu.Unlock()
+}
+
+// Our candidates and plain client-go candidates churn on one lease; the
+// intervals in which each acted as leader must never overlap, and the token
+// must rise from each leadership to the next, whichever implementation held
+// it (internal/history checks both).
+func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
+	name := leaseName(t)
+	log := &eventLog{}
+	// Our candidate creates the Lease: a client-go creator would start it
+	// at leaseTransitions 0, below the tokens we promise (>= 1).
+	first := newProcess(t)
+	mustElect(t, mustRun(t, first, name, "creator"), 10*time.Second)
+	if err := first.CancelElection(itNamespace, name); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(12 * time.Second)
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		id, pid := []string{"ours-0", "ours-1"}[i], i+1
+		m := newProcess(t)
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				e, err := m.RunElection(itNamespace, name, id, fastTiming)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				token, err := e.WaitElected(3 * time.Second)
+				if err != nil {
+					continue
+				}
+				log.add(pid, history.Elected, token)
+				time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+				if ok, _, _ := e.IsLeader(); !ok {
+					t.Errorf("%s lost leadership while holding", id)
+				}
+				log.add(pid, history.Released, token) // before the release is written
+				_ = m.CancelElection(itNamespace, name)
+				// Ours hear of a release at once, client-go's only at their
+				// next retry: pause so that they get their turns too.
+				time.Sleep(time.Duration(rand.IntN(400)) * time.Millisecond)
+			}
+		})
+	}
+	client, err := kubernetes.NewForConfig(itServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		id, pid := []string{"client-go-0", "client-go-1"}[i], i+3
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				lock := &resourcelock.LeaseLock{LeaseMeta: metav1ObjectMeta(name), Client: client.CoordinationV1(),
+					LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
+				leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+					Lock: lock, ReleaseOnCancel: true, LeaseDuration: fastTiming.LeaseDuration,
+					RenewDeadline: fastTiming.RenewDeadline, RetryPeriod: fastTiming.RetryPeriod,
+					Callbacks: leaderelection.LeaderCallbacks{
+						OnStartedLeading: func(ctx context.Context) {
+							// client-go does not hand out the token: read it
+							// (not through the lock, which its elector uses
+							// concurrently and is not safe for that).
+							l, err := client.CoordinationV1().Leases(itNamespace).Get(ctx, name, metav1.GetOptions{})
+							if err != nil || l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != id || l.Spec.LeaseTransitions == nil {
+								cancel()
+								return
+							}
+							token := int64(*l.Spec.LeaseTransitions)
+							log.add(pid, history.Elected, token)
+							time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+							log.add(pid, history.Released, token)
+							cancel() // step down: client-go releases after this
+						},
+						OnStoppedLeading: func() {},
+					},
+				})
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+
+	r := history.Check(log.events)
+	for _, v := range r.Violations {
+		t.Error(v)
+	}
+	kinds := map[bool]int{} // ours?
+	for _, term := range r.Terms {
+		kinds[term.PID <= 2]++
+	}
+	if len(r.Terms) < 10 || kinds[true] == 0 || kinds[false] == 0 {
+		t.Fatalf("too little mixing to judge: %d leaderships, %d ours", len(r.Terms), kinds[true])
+	}
+	t.Logf("%d leaderships (%d ours, %d client-go), tokens %d..%d, %d violations", len(r.Terms), kinds[true], kinds[false],
+		r.Terms[0].Token, r.Terms[len(r.Terms)-1].Token, len(r.Violations))
+}
+
+// clientGoCandidate runs a plain client-go LeaderElector on the lease.
+func clientGoCandidate(t *testing.T, name, identity string, leading *atomic.Bool) context.CancelFunc {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(itServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1ObjectMeta(name),
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: fastTiming.LeaseDuration, RenewDeadline: fastTiming.RenewDeadline, RetryPeriod: fastTiming.RetryPeriod,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) { leading.Store(true) },
+				OnStoppedLeading: func() { leading.Store(false) },
+			},
+		})
+	}()
+	return func() { cancel(); <-done }
+}
+
+func TestInteropWithClientGoCandidates(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
+	name := leaseName(t)
+	ma, mc := newProcess(t), newProcess(t)
+	a := mustRun(t, ma, name, "ours-a")
+	ta := mustElect(t, a, 5*time.Second)
+
+	var goLeading atomic.Bool
+	stopGo := clientGoCandidate(t, name, "client-go-b", &goLeading)
+	defer stopGo()
+	never2 := func(d time.Duration, ours *Election) {
+		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			if ok, _, _ := ours.IsLeader(); ok && goLeading.Load() {
+				t.Fatal("our election and client-go lead at once")
+			}
+		}
+	}
+	never2(fastTiming.LeaseDuration+500*time.Millisecond, a) // client-go waits while we renew
+	if goLeading.Load() {
+		t.Fatal("client-go took a lease we renew")
+	}
+
+	if err := ma.CancelElection(itNamespace, name); err != nil { // release: client-go takes over
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "client-go elected after our release", goLeading.Load)
+	if r := getLease(t, name); r.holder != "client-go-b" || r.token <= ta {
+		t.Fatalf("after client-go took over: %+v (our token was %d)", r, ta)
+	}
+
+	c := mustRun(t, mc, name, "ours-c") // we wait while client-go renews
+	never2(fastTiming.LeaseDuration+500*time.Millisecond, c)
+	if ok, _, _ := c.IsLeader(); ok {
+		t.Fatal("we took a lease client-go renews")
+	}
+	goToken := getLease(t, name).token
+	stopGo() // ReleaseOnCancel: we take over at once
+	tc := mustElect(t, c, 3*time.Second)
+	if tc <= goToken {
+		t.Fatalf("our token %d after client-go's %d", tc, goToken)
+	}
+}
+
+// A plain client-go leader that was partitioned and healed runs tryRelease:
+// it reads the Lease afresh (our election holds it by now) but decides it
+// is still leader from its stale observed record, and writes client-go's
+// release record with the fresh resourceVersion. That write lands. Our
+// standbys must not take the Lease before our leader has stepped down (at
+// its next renewal): they wait out its term, since the release was not
+// written by the holder (our incarnation annotation is still there).
+func TestForeignReleaseOfOurLeaseIsNotTakenAtOnce(t *testing.T) {
+	t.Parallel() // own leases and processes; waits, mostly
+	name := leaseName(t)
+	ma, mb := newProcess(t), newProcess(t)
+	a := mustRun(t, ma, name, "ours-a")
+	mustElect(t, a, 5*time.Second)
+	b := mustRun(t, mb, name, "ours-b")
+	time.Sleep(500 * time.Millisecond) // b follows the Lease
+
+	client, err := kubernetes.NewForConfig(itServer.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1ObjectMeta(name), Client: client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: "client-go-partitioned"}}
+	// tryRelease: a fresh read, then client-go's release record written
+	// with that read's version. Our leader renews meanwhile, every
+	// RetryPeriod: a renewal between the two makes the write a conflict,
+	// and the partitioned leader's next tryRelease reads afresh. Each round
+	// is two requests, well inside one RetryPeriod, so most land; 20 bounds
+	// the run of losses on a loaded machine.
+	const attempts = 20
+	for attempt := 1; ; attempt++ {
+		old, _, err := lock.Get(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.Now()
+		released := resourcelock.LeaderElectionRecord{LeaderTransitions: old.LeaderTransitions, LeaseDurationSeconds: 1,
+			RenewTime: now, AcquireTime: now}
+		err = lock.Update(context.Background(), released)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == attempts {
+			t.Fatalf("the foreign release did not land (try %d): %v", attempt, err)
+		}
+		t.Logf("try %d of the foreign release lost to a renewal: %v", attempt, err)
+	}
+	releasedAt := time.Now()
+	var aLastLeader time.Time
+	for end := time.Now().Add(fastTiming.LeaseDuration + time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		aLeads, _, _ := a.IsLeader()
+		bLeads, _, _ := b.IsLeader()
+		if aLeads {
+			aLastLeader = time.Now()
+		}
+		if aLeads && bLeads {
+			t.Fatal("our standby took the Lease while our leader still led, after a foreign release")
+		}
+	}
+	if err := a.WaitLost(); err == nil {
+		t.Fatal("our leader did not see the foreign release")
+	}
+	tb := mustElect(t, b, 5*time.Second)
+	t.Logf("leader stepped down %v after the foreign release; standby elected with token %d",
+		aLastLeader.Sub(releasedAt).Round(time.Millisecond), tb)
 }

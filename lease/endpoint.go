@@ -62,6 +62,24 @@ type Endpoint struct {
 	Port    int
 }
 
+// endpointState is an election's part in its endpoint.
+type endpointState struct {
+	// routed is closed once a new leader may serve: at the acquisition, or
+	// after the first write of its endpoint when it publishes one.
+	// WaitElected waits for it.
+	routed chan struct{}
+	route  *route // the endpoint it publishes while it leads; nil: none
+	// withdrawWithin bounds the endpoint's withdrawal before a release or a
+	// hand-off (set by them, e.mu; > 0: the end is graceful, the endpoint
+	// withdrawn first); 0: a loss, withdrawn within endpointTimeout.
+	withdrawWithin time.Duration
+	// trackAsync registers work that outlives the election's goroutine (a
+	// withdrawal after a loss) with the Manager, whose Shutdown waits for
+	// it or cancels it; the work runs under ctx and calls done. nil:
+	// untracked.
+	trackAsync func() (ctx context.Context, done func())
+}
+
 // route is an election's endpoint and the publisher of its current term;
 // its fields are guarded by the election's mu.
 type route struct {
@@ -137,16 +155,16 @@ func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
-	case e.phase == phaseEnded:
+	case e.term.phase == phaseEnded:
 		return fmt.Errorf("publish an endpoint for lease %s: %w (it ended)", e.key, ErrNoElection)
-	case e.route != nil && e.route.endpoint == ep:
+	case e.endpoint.route != nil && e.endpoint.route.endpoint == ep:
 		return nil
-	case e.route != nil:
-		old := e.route.endpoint
+	case e.endpoint.route != nil:
+		old := e.endpoint.route.endpoint
 		return fmt.Errorf("%w: %s:%d for Service %s (asked for %s:%d for Service %s)", ErrEndpointExists,
 			old.Address, old.Port, old.Service, ep.Address, ep.Port, ep.Service)
 	}
-	e.route = &route{store: store, endpoint: ep}
+	e.endpoint.route = &route{store: store, endpoint: ep}
 	if !e.validLocked() {
 		// A candidate (it publishes when elected), or a term that lapsed:
 		// it never publishes. A candidate checks the slice at once.
@@ -171,16 +189,16 @@ func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
 // the election has one; first (nil: none) is closed after its first
 // attempt. e.mu held, the election leading.
 func (e *Election) startPublishingLocked(first chan struct{}) bool {
-	r := e.route
+	r := e.endpoint.route
 	if r == nil || r.done != nil {
 		return false
 	}
 	r.term = endpoints.Publication{Namespace: e.key.Namespace, Service: r.endpoint.Service, Lease: e.key.Name,
-		Identity: e.identity, Address: r.endpoint.Address, Port: int32(r.endpoint.Port), Token: e.token}
-	if e.written != nil {
-		r.term.LeaseUID = e.written.UID
+		Identity: e.identity, Address: r.endpoint.Address, Port: int32(r.endpoint.Port), Token: e.term.token}
+	if e.term.written != nil {
+		r.term.LeaseUID = e.term.written.UID
 	}
-	r.term.PrevToken = e.prevToken
+	r.term.PrevToken = e.term.prevToken
 	ctx, stop := context.WithCancel(context.Background())
 	r.stop, r.done = stop, make(chan struct{})
 	go e.publish(ctx, r.store, r.term, first, r.done)
@@ -265,9 +283,9 @@ func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoi
 	}
 	logf(LevelWarning, "lease %s: %s", e.key, msg)
 	e.mu.Lock()
-	report := e.route != nil && e.route.refused != msg
+	report := e.endpoint.route != nil && e.endpoint.route.refused != msg
 	if report {
-		e.route.refused = msg
+		e.endpoint.route.refused = msg
 	}
 	e.mu.Unlock()
 	if e.events != nil && report {
@@ -298,9 +316,9 @@ func (e *Election) clearStaleRoute(s snapshot) {
 // shows as running, when one is due, and returns what starts it, to call
 // without e.mu (the Manager tracks it, under its own lock); e.mu held.
 func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
-	r := e.route
+	r := e.endpoint.route
 	seen := termShown(s)
-	if !s.synced || r == nil || e.phase != phaseCandidate || r.checking || (r.checkedOK && r.checked == seen) {
+	if !s.synced || r == nil || e.term.phase != phaseCandidate || r.checking || (r.checkedOK && r.checked == seen) {
 		return func() {}
 	}
 	if s.rec.exists && (s.rec.holder == "" || s.rec.handingOff()) {
@@ -311,8 +329,8 @@ func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
 	r.checking = true
 	return func() {
 		ctx, done := context.Background(), func() {}
-		if e.trackAsync != nil {
-			ctx, done = e.trackAsync() // Shutdown waits for it, or cancels it
+		if e.endpoint.trackAsync != nil {
+			ctx, done = e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
 		}
 		// It ends with the candidacy too, and one registered after the
 		// candidacy ended (a Shutdown may have gathered the work before)
@@ -399,7 +417,7 @@ func (e *Election) publishOnce(ctx context.Context, store endpointStore, p endpo
 // validLocked: the election leads and its guarantee holds now (IsLeader);
 // e.mu held.
 func (e *Election) validLocked() bool {
-	return e.phase == phaseLeader && e.clock.Now().Before(e.validUntil)
+	return e.term.phase == phaseLeader && e.clock.Now().Before(e.term.validUntil)
 }
 
 // endpointTimeout bounds one write of the slice.
@@ -417,15 +435,15 @@ func (e *Election) endpointTimeout() time.Duration {
 // (endTermsEndpoint), under parent (cancelled by Shutdown at its timeout).
 func (e *Election) withdrawEndpoint(parent context.Context, timeout time.Duration) {
 	e.mu.Lock()
-	r := e.route
+	r := e.endpoint.route
 	if r == nil || r.ended {
 		e.mu.Unlock()
 		return
 	}
 	r.ended = true
 	stop, done, term := r.stop, r.done, r.term
-	if e.withdrawWithin > 0 {
-		timeout = min(timeout, e.withdrawWithin)
+	if e.endpoint.withdrawWithin > 0 {
+		timeout = min(timeout, e.endpoint.withdrawWithin)
 	}
 	e.mu.Unlock()
 	if done == nil {
@@ -467,8 +485,8 @@ func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
 // effort: a later term's slice is never touched).
 func (e *Election) endTermsEndpoint() {
 	e.mu.Lock()
-	graceful := e.withdrawWithin > 0 // a cancel or a hand-off ends it (boundWithdrawal)
-	hasRoute := e.route != nil
+	graceful := e.endpoint.withdrawWithin > 0 // a cancel or a hand-off ends it (boundWithdrawal)
+	hasRoute := e.endpoint.route != nil
 	e.mu.Unlock()
 	switch {
 	case !hasRoute:
@@ -478,8 +496,8 @@ func (e *Election) endTermsEndpoint() {
 		return
 	}
 	ctx, done := context.Background(), func() {}
-	if e.trackAsync != nil {
-		ctx, done = e.trackAsync() // Shutdown waits for it, or cancels it
+	if e.endpoint.trackAsync != nil {
+		ctx, done = e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
 	}
 	go func() {
 		defer done()
@@ -492,6 +510,6 @@ func (e *Election) endTermsEndpoint() {
 // so that withdrawWithin > 0 says the end is graceful.
 func (e *Election) boundWithdrawal(within time.Duration) {
 	e.mu.Lock()
-	e.withdrawWithin = max(within/2, time.Nanosecond)
+	e.endpoint.withdrawWithin = max(within/2, time.Nanosecond)
 	e.mu.Unlock()
 }

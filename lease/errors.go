@@ -2,6 +2,8 @@ package lease
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/validate"
 )
@@ -40,3 +42,10 @@ var (
 	// instead of crashing the host.
 	ErrInternal = errors.New("internal error")
 )
+
+// panicError turns a recovered panic into ErrInternal with its stack, for
+// the goroutines the library runs on its own (calls from C are guarded by
+// the cgo layer).
+func panicError(p any) error {
+	return fmt.Errorf("%w: panic: %v\n%s", ErrInternal, p, debug.Stack())
+}

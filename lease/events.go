@@ -103,7 +103,7 @@ func (e *Election) recordRelease(endedHere bool, releaseErr error) {
 // (see awaitEndWrites).
 func (e *Election) setEndEvent(done <-chan struct{}) {
 	e.mu.Lock()
-	e.endEvent = done
+	e.ending.event = done
 	e.mu.Unlock()
 }
 
@@ -122,7 +122,7 @@ func (e *Election) awaitEndWrites() {
 
 func (e *Election) awaitEndEvent(ctx context.Context) {
 	e.mu.Lock()
-	done := e.endEvent
+	done := e.ending.event
 	e.mu.Unlock()
 	if done == nil {
 		return
@@ -139,10 +139,10 @@ func (e *Election) eventFacts() (int64, types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var uid types.UID
-	if e.written != nil {
-		uid = e.written.UID
+	if e.term.written != nil {
+		uid = e.term.written.UID
 	}
-	return e.token, uid
+	return e.term.token, uid
 }
 
 // recordEvent hands an Event about the Lease, from this candidate, to the

@@ -89,7 +89,7 @@ func (m *Manager) HandOffID(ns, name string, id int64, to string, timeout time.D
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	e := m.elections[key]
+	e := m.elections.running[key]
 	if e != nil && id != 0 && e.id != id {
 		e = nil // a later election: not the caller's
 	}
@@ -259,7 +259,7 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		return false
 	}
 	e.mu.Lock()
-	failedAt, t := handOffFailedAt(e.written, to), e.termLocked()
+	failedAt, t := handOffFailedAt(e.term.written, to), e.termLocked()
 	e.mu.Unlock()
 	if err := m.requireCampaigning(e.key, to, true, t, failedAt, min(e.timing.RenewDeadline, requestTimeout)); err != nil {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
@@ -316,7 +316,7 @@ func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string,
 		return "", false
 	}
 	e.mu.Lock()
-	t, written := e.termLocked(), e.written
+	t, written := e.termLocked(), e.term.written
 	e.mu.Unlock()
 	cs = slices.DeleteFunc(cs, func(c Candidate) bool { return failedSince(c, handOffFailedAt(written, c.Identity)) })
 	c, ok := bestCandidate(cs, e.identity, t, false, "", time.Now())
@@ -325,9 +325,9 @@ func (m *Manager) bestOtherCandidate(e *Election, within time.Duration) (string,
 
 // termLocked is the term e leads (or led); e.mu held.
 func (e *Election) termLocked() term {
-	t := term{token: e.token}
-	if e.written != nil {
-		t.lease = string(e.written.UID)
+	t := term{token: e.term.token}
+	if e.term.written != nil {
+		t.lease = string(e.term.written.UID)
 	}
 	return t
 }
@@ -335,6 +335,16 @@ func (e *Election) termLocked() term {
 // preferredRecheck: while the preferred holder does not campaign, the
 // leader checks again at most this often (one read of its record).
 const preferredRecheck = 10 * time.Second
+
+// handOffState is what an election needs to hand off on its own.
+type handOffState struct {
+	// hook makes a hand-off the library decides (preferred holder,
+	// PolicyYieldToNewer) and reports whether it happened; called on a
+	// goroutine of its own; nil: none.
+	hook           func(to, why string) bool
+	preferredTried string    // the preferred holder last acted on (e.mu)
+	preferredAt    time.Time // and when
+}
 
 // preferredHolder is who an operator wants to lead: spec.preferredHolder
 // where the API server keeps it, else PreferredHolderAnnotation.
@@ -353,15 +363,15 @@ func preferredHolder(l *coordinationv1.Lease) string {
 // most once per preferredRecheck for the same name. e.mu held.
 func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 	to := preferredHolder(l)
-	if to == "" || to == e.identity || e.handOffHook == nil || e.phase != phaseLeader {
+	if to == "" || to == e.identity || e.handoff.hook == nil || e.term.phase != phaseLeader {
 		return
 	}
 	now := e.clock.Now()
-	if to == e.preferredTried && now.Sub(e.preferredAt) < preferredRecheck {
+	if to == e.handoff.preferredTried && now.Sub(e.handoff.preferredAt) < preferredRecheck {
 		return
 	}
-	e.preferredTried, e.preferredAt = to, now
-	go e.handOffHook(to, "the preferred holder")
+	e.handoff.preferredTried, e.handoff.preferredAt = to, now
+	go e.handoff.hook(to, "the preferred holder")
 }
 
 // yieldToNewer follows the candidate records while this election leads
@@ -374,16 +384,16 @@ func (e *Election) yieldToNewer() {
 	defer cancel()
 	retry := newBackoff(time.Second, 30*time.Second)
 	for !e.Ended() {
-		s := e.candidateStore()
+		s := e.candidacy.store()
 		lctx, lcancel := context.WithTimeout(ctx, requestTimeout)
 		cs, rv, err := s.List(lctx, e.key.Namespace, e.key.Name)
 		lcancel()
 		if err == nil {
 			e.mu.Lock()
-			preferred, t := preferredHolder(e.written), e.termLocked()
+			preferred, t := preferredHolder(e.term.written), e.termLocked()
 			e.mu.Unlock()
 			if c, ok := bestCandidate(cs, e.identity, t, true, e.opts.Version, time.Now()); ok && preferred == "" {
-				if e.handOffHook(c.Identity, "a newer version campaigns: "+c.Version) {
+				if e.handoff.hook(c.Identity, "a newer version campaigns: "+c.Version) {
 					return
 				}
 				err = errors.New("the newer candidate was not handed the lease")
@@ -391,7 +401,7 @@ func (e *Election) yieldToNewer() {
 				var w watch.Interface
 				if w, err = s.Watch(ctx, e.key.Namespace, e.key.Name, rv); err == nil {
 					select {
-					case <-e.ended:
+					case <-e.ending.ended:
 					case <-w.ResultChan():
 					}
 					w.Stop()
@@ -402,7 +412,7 @@ func (e *Election) yieldToNewer() {
 		if err != nil {
 			logf(LevelDebug, "lease %s: following the candidates: %v", e.key, err)
 			select {
-			case <-e.ended:
+			case <-e.ending.ended:
 			case <-e.clock.After(retry.next()):
 			}
 		}
@@ -418,13 +428,13 @@ func (e *Election) yieldToNewer() {
 // target took the lease or not.
 func (e *Election) handOff(to string, timeout time.Duration, reason error) (handed record, written *coordinationv1.Lease, err error) {
 	err = fmt.Errorf("hand off lease %s: %w (already ended)", e.key, ErrNotLeader)
-	e.cancelOnce.Do(func() {
+	e.ending.once.Do(func() {
 		e.boundWithdrawal(timeout)
 		endedHere := e.end(reason) // false: lost meanwhile, nothing of ours to hand off
-		e.cancel()
-		<-e.runDone
+		e.ending.cancel()
+		<-e.ending.runDone
 		e.mu.Lock()
-		held, token := e.written, e.token
+		held, token := e.term.written, e.term.token
 		e.mu.Unlock()
 		if !endedHere || held == nil {
 			return

@@ -218,7 +218,7 @@ func (h *standingHost) run(ctx context.Context) {
 		h.mu.Unlock()
 		select {
 		case <-e.elected:
-		case <-e.ended:
+		case <-e.ending.ended:
 		case <-ctx.Done():
 			return
 		}
@@ -226,13 +226,13 @@ func (h *standingHost) run(ctx context.Context) {
 			h.onElected(e)
 		}
 		select {
-		case <-e.ended:
+		case <-e.ending.ended:
 		case <-ctx.Done():
 			return
 		}
 		if h.awaitRecordDelete {
 			select {
-			case <-e.candidacy.done:
+			case <-e.candidacy.record.done:
 			case <-ctx.Done():
 				return
 			}

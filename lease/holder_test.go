@@ -4,12 +4,15 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestGetHolderFirstLook(t *testing.T) {
@@ -97,5 +100,139 @@ func TestConcurrentGetHolderFake(t *testing.T) {
 func TestKeyFormat(t *testing.T) {
 	if got := (Key{"ns", "lease"}).String(); got != "ns/lease" {
 		t.Fatalf("Key.String = %q", got)
+	}
+}
+
+type stateLog struct {
+	mu     sync.Mutex
+	states []HolderState
+	seen   chan struct{}
+}
+
+func (l *stateLog) add(s HolderState) {
+	l.mu.Lock()
+	l.states = append(l.states, s)
+	l.mu.Unlock()
+	l.seen <- struct{}{}
+}
+
+func (l *stateLog) expect(t *testing.T, want HolderState) {
+	t.Helper()
+	select {
+	case <-l.seen:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no callback, want %+v", want)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.states[len(l.states)-1]; got != want {
+		t.Fatalf("callback %+v, want %+v", got, want)
+	}
+}
+
+func (l *stateLog) expectNone(t *testing.T) {
+	t.Helper()
+	select {
+	case <-l.seen:
+		t.Fatalf("unexpected callback: %+v", l.states[len(l.states)-1])
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestHolderWatchDispatch(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	obs := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	// The test feeds the observer by hand, as the writes of a leader of
+	// this process do: its snapshot is then live (see snapshot.live).
+	obs.pauseWhileLeading(new(int))
+	log := &stateLog{seen: make(chan struct{}, 10)}
+	ended := make(chan struct{})
+	w := newHolderWatch(Key{"ns", "l"}, obs, clk, log.add, func() { close(ended) })
+	w.start()
+
+	log.expectNone(t) // nothing before the first sync
+	obs.apply(nil, "1")
+	log.expect(t, HolderState{})
+	obs.apply(testLease("l", "a", 1, testNow, 10), "2")
+	log.expect(t, HolderState{Holder: "a", Token: 1, Exists: true})
+	obs.apply(testLease("l", "a", 1, testNow.Add(time.Second), 10), "3") // renewal
+	log.expectNone(t)
+	// No renewal for a lease duration: reported as no holder.
+	awaitWaiters(t, clk, 1) // the watch's expiry timer
+	clk.Step(10*time.Second + expiryGrace)
+	log.expect(t, HolderState{Token: 1, Exists: true})
+	obs.apply(testLease("l", "b", 2, testNow, 10), "4")
+	log.expect(t, HolderState{Holder: "b", Token: 2, Exists: true})
+
+	w.Cancel()
+	select {
+	case <-ended:
+	default:
+		t.Fatal("Cancel returned before the watch ended")
+	}
+	obs.apply(nil, "5")
+	log.expectNone(t)
+}
+
+// Every canceller of a watch returns only once its callback has returned
+// (not just the first), so that any of them may free the callback's
+// context; and Shutdown called from a holder callback does not wait for
+// that callback (it would time out).
+func TestCancelWatchWaitsForTheCallbackInEveryCanceller(t *testing.T) {
+	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	var once sync.Once
+	if _, err := m.WatchHolder("ns", "l", func(HolderState) {
+		once.Do(func() { close(entered) })
+		<-release
+		returned.Store(true)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	var wg sync.WaitGroup
+	var cancelled atomic.Int32
+	early := make(chan string, 2)
+	for i := 0; i < 2; i++ {
+		wg.Go(func() {
+			if err := m.CancelWatch("ns", "l"); err != nil {
+				t.Error(err)
+			}
+			if !returned.Load() {
+				early <- "a CancelWatch returned while the callback still ran"
+			}
+			cancelled.Add(1)
+		})
+	}
+	// The callback returns once each canceller waits for it or returned.
+	eventually(t, 10*time.Second, "both CancelWatch calls waiting for the callback", func() bool {
+		return int(cancelled.Load())+waitingIn("(*HolderWatch).cancelAsSeenFrom") == 2
+	})
+	close(release)
+	wg.Wait()
+	close(early)
+	for msg := range early {
+		t.Fatal(msg)
+	}
+}
+
+func TestShutdownFromAHolderCallback(t *testing.T) {
+	m, _, _ := fakeManager(testLease("l", "a", 1, testNow, 15))
+	result := make(chan error, 1)
+	var once sync.Once
+	if _, err := m.WatchHolder("ns", "l", func(HolderState) {
+		once.Do(func() { result <- m.Shutdown(2 * time.Second) })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("Shutdown from a holder callback = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Shutdown from a holder callback hung")
 	}
 }

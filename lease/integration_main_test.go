@@ -104,8 +104,8 @@ func mustElect(t *testing.T, e *Election, within time.Duration) int64 {
 // killed process would.
 func crash(e *Election) {
 	e.end(fmt.Errorf("crashed by test"))
-	e.cancel()
-	<-e.runDone
+	e.ending.cancel()
+	<-e.ending.runDone
 }
 
 func getLease(t *testing.T, name string) record {

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 )
 
 // lead renews every retry period until the renew deadline passes without a
@@ -44,7 +45,7 @@ func (e *Election) lead() error {
 	leading.Add(1)
 	defer leading.Add(-1)
 	e.mu.Lock()
-	token, validity := e.token, e.validUntil.Sub(e.clock.Now())
+	token, validity := e.term.token, e.term.validUntil.Sub(e.clock.Now())
 	e.mu.Unlock()
 	renew := e.clock.NewTimer(renewalSlot(e.clock.Now(), firstRenewal(e.timing, validity), e.timing.RetryPeriod, leading.Load()))
 	defer renew.Stop()
@@ -71,8 +72,8 @@ func (e *Election) lead() error {
 	}
 	for {
 		e.mu.Lock()
-		left := e.validUntil.Sub(e.clock.Now())
-		lastErr := e.lastAPIErr
+		left := e.term.validUntil.Sub(e.clock.Now())
+		lastErr := e.term.lastAPIErr
 		e.mu.Unlock()
 		if left <= 0 {
 			if lastErr == nil {
@@ -96,53 +97,61 @@ func (e *Election) lead() error {
 				deadline.Stop()
 				return nil
 			}
-			now := e.clock.Now()
-			renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
-			// The oldest renewal in flight is past the cut: its connection
-			// may hang (a frozen API server), and the next one would wait
-			// on it too. Closing it fails what is in flight on it, so the
-			// next goes out at once on a new connection, whatever the
-			// latency rule says. That connection can land on the frozen
-			// server again (a load balancer picks per connection): then
-			// the next round comes as soon as the pace allows.
-			redialed := false
-			if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
-				n, next := e.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-				redialed = n > 0
-				if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
-					renew.Reset(next.Sub(now))
-				}
-			}
-			switch {
-			case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
-			case len(p.sent) == 0 && p.inline(e.timing):
-				p.sent = append(p.sent, now)
-				r, slow := e.renewInline(ctx, patch, now)
-				if !slow {
-					reason = settle(r)
-					break
-				}
-				// Unanswered at the cut: from now on renewals go out on
-				// workers (beside each other when slow enough), the next
-				// at once, on a new connection if this one received
-				// nothing meanwhile (a frozen API server).
-				e.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-				p.done(r, e.clock.Now())
-				p.latency = max(p.latency, e.clock.Since(now))
-				if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
-					e.stats.RenewFailed()
-				}
-				renew.Reset(0)
-			default:
-				p.sent = append(p.sent, now)
-				renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
-			}
+			reason = e.renewDue(ctx, renew, &p, patch, results, settle)
 		}
 		deadline.Stop()
 		if reason != nil {
 			return reason
 		}
 	}
+}
+
+// renewDue is lead's turn when the renewal timer fires: it sends a renewal
+// (on this goroutine or on a worker) unless the pipeline says to wait, and
+// returns the reason to end that a renewal answered here gives.
+func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
+	now := e.clock.Now()
+	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+	// The oldest renewal in flight is past the cut: its connection
+	// may hang (a frozen API server), and the next one would wait
+	// on it too. Closing it fails what is in flight on it, so the
+	// next goes out at once on a new connection, whatever the
+	// latency rule says. That connection can land on the frozen
+	// server again (a load balancer picks per connection): then
+	// the next round comes as soon as the pace allows.
+	redialed := false
+	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
+		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+		redialed = n > 0
+		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
+			renew.Reset(next.Sub(now))
+		}
+	}
+	switch {
+	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
+	case len(p.sent) == 0 && p.inline(e.timing):
+		p.sent = append(p.sent, now)
+		r, slow := e.renewInline(ctx, patch, now)
+		if !slow {
+			reason = settle(r)
+			break
+		}
+		// Unanswered at the cut: from now on renewals go out on
+		// workers (beside each other when slow enough), the next
+		// at once, on a new connection if this one received
+		// nothing meanwhile (a frozen API server).
+		e.api.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+		p.done(r, e.clock.Now())
+		p.latency = max(p.latency, e.clock.Since(now))
+		if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
+			e.stats.RenewFailed()
+		}
+		renew.Reset(0)
+	default:
+		p.sent = append(p.sent, now)
+		renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
+	}
+	return reason
 }
 
 // renewalSlot moves a renewal due in d earlier, to the start of its slot:
@@ -281,7 +290,7 @@ func (e *Election) renewal(ctx context.Context, patch renewPatch, sent time.Time
 	// flight may extend that first.
 	ctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.timing.RenewDeadline, requestTimeout)))
 	defer cancel()
-	r.got, r.err = e.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
+	r.got, r.err = e.api.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
 	return r
 }
 
@@ -293,7 +302,7 @@ func (e *Election) renewal(ctx context.Context, patch renewPatch, sent time.Time
 // for the answer on its way (see lead), at most inlineCut.
 func (e *Election) renewInline(ctx context.Context, patch renewPatch, sent time.Time) (r renewal, slow bool) {
 	e.mu.Lock()
-	until := e.validUntil
+	until := e.term.validUntil
 	e.mu.Unlock()
 	cut := sent.Add(inlineCut(e.timing))
 	ctx, cancel := context.WithDeadline(ctx, earliest(cut, until))
@@ -341,17 +350,17 @@ func (e *Election) renewed(r renewal) error {
 	e.obs.apply(r.got, r.got.ResourceVersion)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lastAPIErr = nil // a loss by the deadline names only errors since
+	e.term.lastAPIErr = nil // a loss by the deadline names only errors since
 	e.preferredHolderSeenLocked(r.got)
-	if rvNewer(r.got.ResourceVersion, e.written.ResourceVersion) {
-		e.written = r.got
+	if rvNewer(r.got.ResourceVersion, e.term.written.ResourceVersion) {
+		e.term.written = r.got
 	}
 	// Once validity has lapsed the term is over, even if lead has not yet
 	// noticed: a late success must not bring IsLeader back from 0 to 1 (a
 	// host that saw 0 has stopped serving and waits in WaitLost).
-	if until := r.sent.Add(e.timing.RenewDeadline); e.phase == phaseLeader && until.After(e.validUntil) &&
-		e.clock.Now().Before(e.validUntil) {
-		e.validUntil = until
+	if until := r.sent.Add(e.timing.RenewDeadline); e.term.phase == phaseLeader && until.After(e.term.validUntil) &&
+		e.clock.Now().Before(e.term.validUntil) {
+		e.term.validUntil = until
 	}
 	return nil
 }
@@ -360,7 +369,7 @@ func (e *Election) renewed(r renewal) error {
 // States not newer than our own last write are stale and ignored.
 func (e *Election) foreignWrite(s snapshot) error {
 	e.mu.Lock()
-	written, token := e.written, e.token
+	written, token := e.term.written, e.term.token
 	e.mu.Unlock()
 	if !s.synced || !rvNewer(s.rec.resourceVersion, written.ResourceVersion) {
 		return nil
@@ -370,8 +379,8 @@ func (e *Election) foreignWrite(s snapshot) error {
 	}
 	// Our own write, seen on the watch before its response: adopt it.
 	e.mu.Lock()
-	if rvNewer(s.rec.resourceVersion, e.written.ResourceVersion) {
-		e.written = s.lease
+	if rvNewer(s.rec.resourceVersion, e.term.written.ResourceVersion) {
+		e.term.written = s.lease
 	}
 	e.mu.Unlock()
 	return nil
@@ -423,7 +432,7 @@ func (e *Election) fatalRenewError(err error) error {
 // paused): a lost term is rare, and the reaper stops an unused observer.
 func (e *Election) revoke() {
 	e.mu.Lock()
-	e.validUntil = time.Time{}
+	e.term.validUntil = time.Time{}
 	e.mu.Unlock()
 	e.obs.leadingEnded(e, true)
 }
@@ -465,7 +474,7 @@ func (e *Election) casWrite(l *coordinationv1.Lease, timeout time.Duration, what
 	defer cancel()
 	for attempt := 0; attempt < 3; attempt++ {
 		if l == nil {
-			cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+			cur, err := e.api.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 			switch {
 			case apierrors.IsNotFound(err):
 				return nil, nil, nil
@@ -478,7 +487,7 @@ func (e *Election) casWrite(l *coordinationv1.Lease, timeout time.Duration, what
 		}
 		next := l.DeepCopy()
 		spec(next, e.clock.Now())
-		got, err := e.leases.Update(ctx, next, metav1.UpdateOptions{})
+		got, err := e.api.leases.Update(ctx, next, metav1.UpdateOptions{})
 		switch {
 		case err == nil:
 			e.obs.apply(got, got.ResourceVersion)
@@ -499,10 +508,10 @@ func (e *Election) casFailureReason() error {
 	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 	defer cancel()
 	e.mu.Lock()
-	token := e.token
+	token := e.term.token
 	e.mu.Unlock()
 	sent := e.obs.seqNow()
-	cur, err := e.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
+	cur, err := e.api.leases.Get(ctx, e.key.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		e.obs.applyGone(sent)

@@ -22,43 +22,50 @@ import (
 // process. All methods are safe for concurrent use.
 type Manager struct {
 	clock clock.Clock
+	api   managerAPI
 
+	mu          sync.Mutex
+	elections   electionRegistry
+	watches     watchRegistry    // holder.go
+	observers   observerRegistry // observers.go
+	ends        endings
+	stats       map[Key]*leaseStats
+	metricsSize atomic.Int64      // bytes of the last Metrics text, to size the next
+	events      *events.Recorder  // Kubernetes Events on leadership changes (events.go)
+	candidates  candidateRegistry // candidate records (candidates.go)
+	firstRounds *gate             // admits elections to their first round (process.go)
+}
+
+// managerAPI is the Manager's client and how it is made.
+type managerAPI struct {
 	// initMu serializes loading the configuration (Init); the hook runs
 	// first on every attempt (the C layer reads the host's environment).
 	initMu   sync.Mutex
 	initHook func() error
 
-	mu        sync.Mutex
-	kube      kubeapi.Client
-	redial    *redialer // closes kube's connections that went silent (client.go)
-	elections map[Key]*Election
-	watches   map[Key]*HolderWatch
-	// stopping holds cancelled watches until their goroutine ends, so that
-	// every canceller can find and wait for them (not just the first).
-	stopping  map[Key][]*HolderWatch
-	observers map[Key]*observedLease
-	reaping   bool  // a reaper goroutine runs (see idleObserverTimeout)
-	lastID    int64 // ids of elections and watches, unique in the process
+	kube   kubeapi.Client // m.mu
+	redial *redialer      // closes kube's connections that went silent (client.go); m.mu
+}
+
+// electionRegistry is the Manager's elections; m.mu guards it.
+type electionRegistry struct {
+	running map[Key]*Election
 	// replaced keeps, by id, the last ended elections that a new election
 	// on the same lease replaced, so that an object holding the old id
 	// still gets its outcome (at most maxReplacedElections, oldest dropped).
 	replaced map[int64]*Election
-	// highestToken remembers, per lease, the highest fencing token seen,
-	// beyond the life of its observer (a Lease deleted and re-created must
-	// not hand out a smaller token).
-	highestToken map[Key]int64
-	stats        map[Key]*leaseStats
-	events       *events.Recorder  // Kubernetes Events on leadership changes (events.go)
-	candidates   candidateRegistry // candidate records (candidates.go)
-	// ending holds the elections being ended (a cancel, a hand-off), by a
-	// channel closed when that is done: Shutdown and a concurrent cancel
+	lastID   int64 // ids of elections and watches, unique in the process
+}
+
+// endings is the work of elections being ended or ended; m.mu guards it.
+type endings struct {
+	// elections holds the elections being ended (a cancel, a hand-off), by
+	// a channel closed when that is done: Shutdown and a concurrent cancel
 	// wait for them (claimEnd).
-	ending      map[chan struct{}]*Election
-	metricsSize atomic.Int64 // bytes of the last Metrics text, to size the next
+	elections map[chan struct{}]*Election
 	// async holds work of ended elections still running (a withdrawal
 	// after a loss: trackAsync), by a channel closed when it is done.
-	async       map[chan struct{}]context.CancelFunc
-	firstRounds *gate // admits elections to their first round (firstrounds.go)
+	async map[chan struct{}]context.CancelFunc
 }
 
 // NewManager returns a Manager using clk (nil: the real clock). It needs a
@@ -67,36 +74,39 @@ func NewManager(clk clock.Clock) *Manager {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Manager{clock: clk, elections: map[Key]*Election{}, watches: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}, replaced: map[int64]*Election{},
-		observers: map[Key]*observedLease{}, highestToken: map[Key]int64{}, stats: map[Key]*leaseStats{},
-		ending: map[chan struct{}]*Election{}, firstRounds: firstRounds, events: newEventRecorder(), async: map[chan struct{}]context.CancelFunc{}}
+	return &Manager{clock: clk,
+		elections: electionRegistry{running: map[Key]*Election{}, replaced: map[int64]*Election{}},
+		watches:   watchRegistry{running: map[Key]*HolderWatch{}, stopping: map[Key][]*HolderWatch{}},
+		observers: observerRegistry{leases: map[Key]*observedLease{}, highestToken: map[Key]int64{}},
+		ends:      endings{elections: map[chan struct{}]*Election{}, async: map[chan struct{}]context.CancelFunc{}},
+		stats:     map[Key]*leaseStats{}, firstRounds: firstRounds, events: newEventRecorder()}
 }
 
 // SetClient sets the client if none is set yet, and reports whether it did.
 func (m *Manager) SetClient(c kubeapi.Client) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.kube != nil {
+	if m.api.kube != nil {
 		return false
 	}
-	m.kube = c
-	m.redial = &redialer{conns: c}
+	m.api.kube = c
+	m.api.redial = &redialer{conns: c}
 	return true
 }
 
 // SetInitHook sets a function that Init runs before loading the
 // configuration, on every attempt; an error from it fails that attempt.
 func (m *Manager) SetInitHook(hook func() error) {
-	m.initMu.Lock()
-	defer m.initMu.Unlock()
-	m.initHook = hook
+	m.api.initMu.Lock()
+	defer m.api.initMu.Unlock()
+	m.api.initHook = hook
 }
 
 // Initialized reports whether a client is set.
 func (m *Manager) Initialized() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.kube != nil
+	return m.api.kube != nil
 }
 
 // client returns the client, initializing on first use (see Init): every
@@ -104,7 +114,7 @@ func (m *Manager) Initialized() bool {
 // failed attempt is made again at the next call.
 func (m *Manager) client() (kubeapi.Client, error) {
 	m.mu.Lock()
-	c := m.kube
+	c := m.api.kube
 	m.mu.Unlock()
 	if c != nil {
 		return c, nil
@@ -114,7 +124,7 @@ func (m *Manager) client() (kubeapi.Client, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.kube, nil
+	return m.api.kube, nil
 }
 
 // RunElection starts a candidacy on ns/name without waiting for the network.
@@ -144,7 +154,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	old := m.elections[key]
+	old := m.elections.running[key]
 	if old != nil && !old.Ended() {
 		m.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s (cancel it first)", ErrElectionExists, key)
@@ -160,13 +170,13 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	e.id = m.nextIDLocked()
 	e.events = m.events.Use(client)
 	e.opts = opts
-	e.candidateStore = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
-	e.handOffHook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
-	e.candidacy = newCandidacy(e, &m.candidates)
-	e.firstRounds = m.firstRounds
-	e.trackAsync = m.trackAsync
-	e.redial = m.redial
-	m.elections[key] = e
+	e.candidacy.store = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
+	e.handoff.hook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
+	e.candidacy.record = newCandidacy(e, &m.candidates)
+	e.firstRound.gate = m.firstRounds
+	e.endpoint.trackAsync = m.trackAsync
+	e.api.redial = m.api.redial
+	m.elections.running[key] = e
 	e.start()
 	m.mu.Unlock()
 	return e, nil
@@ -183,11 +193,11 @@ func (m *Manager) Election(ns, name string) *Election {
 func (m *Manager) ElectionID(ns, name string, id int64) *Election {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	e := m.elections[Key{ns, name}]
+	e := m.elections.running[Key{ns, name}]
 	if id == 0 || (e != nil && e.id == id) {
 		return e
 	}
-	if r := m.replaced[id]; r != nil && r.key == (Key{ns, name}) {
+	if r := m.elections.replaced[id]; r != nil && r.key == (Key{ns, name}) {
 		return r
 	}
 	return nil
@@ -195,21 +205,21 @@ func (m *Manager) ElectionID(ns, name string, id int64) *Election {
 
 // nextIDLocked returns a new election or watch id; m.mu held.
 func (m *Manager) nextIDLocked() int64 {
-	m.lastID++
-	return m.lastID
+	m.elections.lastID++
+	return m.elections.lastID
 }
 
-// maxReplacedElections bounds Manager.replaced.
+// maxReplacedElections bounds electionRegistry.replaced.
 const maxReplacedElections = 64
 
 func (m *Manager) keepReplacedLocked(e *Election) {
-	m.replaced[e.id] = e
-	for len(m.replaced) > maxReplacedElections {
+	m.elections.replaced[e.id] = e
+	for len(m.elections.replaced) > maxReplacedElections {
 		oldest := e.id
-		for id := range m.replaced {
+		for id := range m.elections.replaced {
 			oldest = min(oldest, id)
 		}
-		delete(m.replaced, oldest)
+		delete(m.elections.replaced, oldest)
 	}
 }
 
@@ -229,19 +239,19 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 	}
 	key := Key{ns, name}
 	m.mu.Lock()
-	e := m.elections[key]
+	e := m.elections.running[key]
 	if e != nil && id != 0 && e.id != id {
 		e = nil // a later election: not the caller's
 	}
 	var ending chan struct{}
 	var others []chan struct{}
 	if e != nil {
-		delete(m.elections, key)
+		delete(m.elections.running, key)
 		ending = m.beginEndLocked(e) // in the same step: Shutdown sees it running or ending
 	} else {
 		// Being ended by another call (a cancel, a hand-off): this one
 		// returns once that is done too, as if it had ended it.
-		for ch, x := range m.ending {
+		for ch, x := range m.ends.elections {
 			if x.key == key && (id == 0 || x.id == id) {
 				others = append(others, ch)
 			}
@@ -270,11 +280,11 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 func (m *Manager) claimEnd(e *Election, forget bool) (ending chan struct{}, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.elections[e.key] != e {
+	if m.elections.running[e.key] != e {
 		return nil, false
 	}
 	if forget {
-		delete(m.elections, e.key)
+		delete(m.elections.running, e.key)
 	}
 	return m.beginEndLocked(e), true
 }
@@ -282,14 +292,14 @@ func (m *Manager) claimEnd(e *Election, forget bool) (ending chan struct{}, ok b
 // beginEndLocked registers e as being ended; m.mu held.
 func (m *Manager) beginEndLocked(e *Election) chan struct{} {
 	ch := make(chan struct{})
-	m.ending[ch] = e
+	m.ends.elections[ch] = e
 	return ch
 }
 
 // endDone ends a registration of beginEndLocked.
 func (m *Manager) endDone(ch chan struct{}) {
 	m.mu.Lock()
-	delete(m.ending, ch)
+	delete(m.ends.elections, ch)
 	m.mu.Unlock()
 	close(ch)
 }
@@ -339,11 +349,11 @@ func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 func (m *Manager) Shutdown(timeout time.Duration) error {
 	start := time.Now()
 	m.mu.Lock()
-	elections := m.elections
-	m.elections = map[Key]*Election{}
+	elections := m.elections.running
+	m.elections.running = map[Key]*Election{}
 	var ending []chan struct{} // cancels and hand-offs begun before, and their elections
 	var endingElections []*Election
-	for ch, e := range m.ending {
+	for ch, e := range m.ends.elections {
 		ending = append(ending, ch)
 		endingElections = append(endingElections, e)
 	}
@@ -351,14 +361,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 	for _, e := range elections {
 		ends[e] = m.beginEndLocked(e)
 	}
-	for key, w := range m.watches {
-		m.stopping[key] = append(m.stopping[key], w)
-	}
-	m.watches = map[Key]*HolderWatch{}
-	var watches []*HolderWatch
-	for _, ws := range m.stopping {
-		watches = append(watches, ws...)
-	}
+	watches := m.watches.stopAllLocked()
 	m.mu.Unlock()
 	// Called from a holder callback, Shutdown must not wait for that
 	// callback: it is the caller. Pinned so that the id stays the
@@ -386,12 +389,12 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		}
 		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
 		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
-			if e.candidacy != nil { // candidate records deleted: nothing left behind when the host exits
-				<-e.candidacy.done
+			if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
+				<-e.candidacy.record.done
 			}
 		}
 		m.mu.Lock()
-		async := slices.Collect(maps.Keys(m.async))
+		async := slices.Collect(maps.Keys(m.ends.async))
 		m.mu.Unlock()
 		for _, ch := range async { // endpoints withdrawn after losses
 			<-ch
@@ -423,7 +426,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 func (m *Manager) stopIdleObservers() {
 	m.mu.Lock()
 	idle := map[Key]*observer{}
-	for key, ol := range m.observers {
+	for key, ol := range m.observers.leases {
 		if ol.refs == 0 {
 			idle[key] = m.forgetObserverLocked(key)
 		}
@@ -439,13 +442,13 @@ func (m *Manager) stopIdleObservers() {
 // configuration came from. Every function that needs the cluster calls it
 // on first use; calling it first only reports a configuration error early.
 func (m *Manager) Init() (string, error) {
-	m.initMu.Lock()
-	defer m.initMu.Unlock()
+	m.api.initMu.Lock()
+	defer m.api.initMu.Unlock()
 	if m.Initialized() {
 		return "already initialized", nil
 	}
-	if m.initHook != nil {
-		if err := m.initHook(); err != nil {
+	if m.api.initHook != nil {
+		if err := m.api.initHook(); err != nil {
 			return "", err
 		}
 	}
@@ -477,11 +480,11 @@ func (m *Manager) trackAsync() (ctx context.Context, done func()) {
 	ch := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
-	m.async[ch] = cancel
+	m.ends.async[ch] = cancel
 	m.mu.Unlock()
 	return ctx, func() {
 		m.mu.Lock()
-		delete(m.async, ch)
+		delete(m.ends.async, ch)
 		m.mu.Unlock()
 		cancel()
 		close(ch)
@@ -492,7 +495,7 @@ func (m *Manager) trackAsync() (ctx context.Context, done func()) {
 // return (it returns at once: its requests are cut short).
 func (m *Manager) cancelAsync() {
 	m.mu.Lock()
-	running := maps.Clone(m.async)
+	running := maps.Clone(m.ends.async)
 	m.mu.Unlock()
 	for ch, cancel := range running {
 		cancel()

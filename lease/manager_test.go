@@ -71,8 +71,8 @@ func TestManagerCancelForgetsAndAllowsNewElection(t *testing.T) {
 	if err := m.Shutdown(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if len(m.observers) != 0 {
-		t.Fatalf("observers left after Shutdown: %d", len(m.observers))
+	if len(m.observers.leases) != 0 {
+		t.Fatalf("observers left after Shutdown: %d", len(m.observers.leases))
 	}
 }
 
@@ -111,7 +111,7 @@ func TestObserverAfterLeadershipEnds(t *testing.T) {
 				// CancelElection returned once the election's goroutine, and
 				// so its leadingEnded, was over: a resumed loop runs now.
 				m.mu.Lock()
-				obs := m.observers[Key{"ns", "l"}].obs
+				obs := m.observers.leases[Key{"ns", "l"}].obs
 				m.mu.Unlock()
 				obs.mu.Lock()
 				following := obs.cancelLoop != nil
@@ -140,10 +140,10 @@ func TestRememberedLeasesAreBounded(t *testing.T) {
 	for i := 0; i < maxRememberedLeases+500; i++ {
 		key := Key{"ns", fmt.Sprintf("old-%d", i)}
 		m.statsLocked(key).CampaignStarted()
-		m.highestToken[key] = int64(i + 1)
+		m.observers.highestToken[key] = int64(i + 1)
 	}
 	m.pruneRememberedLocked()
-	stats, tokens, inUse := len(m.stats), len(m.highestToken), m.stats[Key{"ns", "in-use"}] != nil
+	stats, tokens, inUse := len(m.stats), len(m.observers.highestToken), m.stats[Key{"ns", "in-use"}] != nil
 	m.mu.Unlock()
 	if stats > maxRememberedLeases || tokens > maxRememberedLeases || !inUse {
 		t.Fatalf("after %d unused leases: %d counter sets, %d tokens kept (bound %d); in-use lease kept: %v",

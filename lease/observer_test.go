@@ -1,6 +1,9 @@
 package lease
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -8,11 +11,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
+	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 func TestObserverApply(t *testing.T) {
@@ -221,5 +228,630 @@ func TestReleasedThenDeletedLeaseIsFreeAtOnce(t *testing.T) {
 	o.apply(nil, "14") // deleted while held: the term must run out first
 	if act, until := decide(o.snapshot(), clk.Now(), 10*time.Second, "me", record{}); act != actWait || !until.Equal(testNow.Add(10*time.Second)) {
 		t.Fatalf("after a delete while held: %v until %v, want wait until the term ran out", act, until)
+	}
+}
+
+// The observer answers only from a snapshot it keeps current: one that
+// nobody followed for a while is relisted before GetHolder or a holder
+// watch answers from it; a start while the lease's leader of this process
+// ends is not dropped; an observer a caller waits on is never evicted; and
+// a read after a gap trusts versions over content.
+
+// heldListsManager is fakeManager whose lists of Leases, once armed, each
+// call hold first, on the client side (outside the fake's global lock): a
+// list held until the caller waits for it shows an answer given before it.
+func heldListsManager(hold func()) (m *Manager, client *fake.Clientset, armed *atomic.Bool) {
+	m, client, _ = fakeManager()
+	armed = &atomic.Bool{}
+	m.api.kube = clientsetapi.Wrap(hooked{Clientset: client, beforeList: func(metav1.ListOptions) {
+		if armed.Load() {
+			hold()
+		}
+	}})
+	return m, client, armed
+}
+
+// until is a hold that lasts until cond holds (10 s at most).
+func until(cond func() bool) func() { return func() { waitUntil(10*time.Second, cond) } }
+
+// electThenCancel leads ns/l as "a" in m and cancels: the observer is then
+// unused and no longer follows the lease.
+func electThenCancel(t *testing.T, m *Manager) {
+	t.Helper()
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	<-e.Done()
+}
+
+// takeOver writes, as another process would, holder b with token 2.
+func takeOver(t *testing.T, client *fake.Clientset) {
+	t.Helper()
+	l, err := client.CoordinationV1().Leases("ns").Get(context.Background(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, two := "b", int32(2)
+	l.Spec.HolderIdentity, l.Spec.LeaseTransitions = &b, &two
+	l.ResourceVersion = "77"
+	if _, err := client.CoordinationV1().Leases("ns").Update(context.Background(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// After this process led and cancelled, another took the lease: the first
+// GetHolder must report the new holder, not the snapshot of the release.
+func TestGetHolderAfterTheFollowStoppedRelists(t *testing.T) {
+	m, client, slow := heldListsManager(until(func() bool { return waitingIn("(*observer).awaitSynced") > 0 })) // until GetHolder waits
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	m.SetEvents(false)
+	electThenCancel(t, m)
+	takeOver(t, client)
+	slow.Store(true)
+	got, err := m.GetHolder("ns", "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Holder != "b" || got.Token != 2 {
+		t.Fatalf("GetHolder after the lease changed unobserved = %+v; want holder b, token 2", got)
+	}
+}
+
+// The same for the first callback of a new holder watch.
+func TestHolderWatchFirstCallbackAfterTheFollowStoppedIsCurrent(t *testing.T) {
+	m, client, slow := heldListsManager(until(func() bool { return waitingIn("(*HolderWatch).run") > 0 })) // until the watch waits
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	m.SetEvents(false)
+	electThenCancel(t, m)
+	takeOver(t, client)
+	slow.Store(true)
+	seen := make(chan HolderState, 8)
+	if _, err := m.WatchHolder("ns", "l", func(s HolderState) { seen <- s }); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case first := <-seen:
+		if first.Holder != "b" || first.Token != 2 {
+			t.Fatalf("first callback = %+v; want holder b, token 2", first)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no callback within 5s")
+	}
+}
+
+// countingFollows counts the observer's lists and hands out its watches.
+func countingFollows(client *fake.Clientset) (lists *atomic.Int32, watches chan *watch.RaceFreeFakeWatcher) {
+	lists = &atomic.Int32{}
+	watches = make(chan *watch.RaceFreeFakeWatcher, 8)
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: "5"}}, nil
+	})
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake()
+		watches <- w
+		return true, w, nil
+	})
+	return lists, watches
+}
+
+// A new election's start() that falls between the ending leader giving up
+// its share (nobody else used the observer then) and lifting its pause
+// must not be dropped: the observer follows the lease again.
+func TestObserverStartDuringTheEndingLeadersPauseResumes(t *testing.T) {
+	client := fake.NewClientset()
+	lists, watches := countingFollows(client)
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	defer o.stop()
+	o.start()
+	first := awaitWatch(t, watches)
+	leader := new(int)
+	o.pauseWhileLeading(leader)
+	eventually(t, 5*time.Second, "the watch to stop while leading", first.IsStopped)
+	before := lists.Load()
+	o.start()                     // the next election, while the pause still holds
+	o.leadingEnded(leader, false) // the ending leader saw no other user
+	awaitWatch(t, watches)
+	if lists.Load() != before+1 {
+		t.Fatalf("lists: %d before, %d after; want one list on resuming", before, lists.Load())
+	}
+}
+
+// GetHolder callers waiting for the first list of their lease keep its
+// observer: asking about more leases at once than maxIdleObservers must not
+// evict an observer whose list is still in flight.
+func TestGetHolderNeverEvictsAnObserverBeingWaitedOn(t *testing.T) {
+	n := maxIdleObservers + 8
+	var inFlight atomic.Int32
+	m, _, slow := heldListsManager(func() { // until every list is in flight
+		inFlight.Add(1)
+		waitUntil(10*time.Second, func() bool { return inFlight.Load() >= int32(n) })
+	})
+	defer func() { _ = m.Shutdown(5 * time.Second) }()
+	slow.Store(true)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := m.GetHolder("ns", fmt.Sprintf("l-%d", i))
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	var last error
+	for err := range errs {
+		if err != nil {
+			failed++
+			last = err
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d concurrent GetHolder calls failed, e.g. %v", failed, n, last)
+	}
+}
+
+// After a gap (a relist), a record with a new resourceVersion counts as a
+// change even if its content is one seen before: a retried renewal can
+// land again after later ones and put an older renewTime back, and the
+// expiry must be counted from this sighting, not from the first.
+func TestAReadAfterAGapCountsANewVersionAsAChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "10", o.seqNow())
+	clk.Step(5 * time.Second)
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "30", o.seqNow()) // the same content, written again
+	if s := o.snapshot(); !s.observedAt.Equal(clk.Now()) {
+		t.Fatalf("observedAt %v after a relist found the same content at a new version; want %v (this sighting)",
+			s.observedAt.Sub(testNow), clk.Now().Sub(testNow))
+	}
+	clk.Step(time.Second)
+	o.applyRead(testLease("l", "a", 3, testNow, 10), "30", o.seqNow()) // nothing written since
+	if s := o.snapshot(); !s.observedAt.Equal(testNow.Add(5 * time.Second)) {
+		t.Fatal("a relist of the very same version reset the observation time")
+	}
+}
+
+// resourceVersions that go back (etcd restored from a backup) are the
+// truth when read afresh: a candidate's re-read after a conflict applies
+// the older version, and the Lease counts as first seen.
+func TestVersionsGoingBackTreatTheLeaseAsFirstSeen(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	leases := client.CoordinationV1().Leases("ns")
+	restored := testLease("l", "a", 3, testNow, 10)
+	restored.ResourceVersion = "50"
+	if _, err := leases.Create(context.Background(), restored, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	o.apply(testLease("l", "a", 3, testNow, 10), "100") // before the restore
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	clk.Step(5 * time.Second)
+	if !e.refresh("100") {
+		t.Fatal("refresh after a conflict learned nothing from a Lease whose version went back")
+	}
+	s := o.snapshot()
+	if s.rec.resourceVersion != "50" || !s.observedAt.Equal(clk.Now()) {
+		t.Fatalf("after the re-read: version %q, observedAt %v; want 50 and now (first seen)", s.rec.resourceVersion, s.observedAt.Sub(testNow))
+	}
+}
+
+// heldGet answers a Get with answer once proceed is closed (announcing on
+// entered first): a re-read whose answer arrives after the watch moved on.
+type heldGet struct {
+	coordclient.LeaseInterface
+	entered, proceed chan struct{}
+	answer           *coordinationv1.Lease
+}
+
+func (g heldGet) Get(ctx context.Context, name string, opts metav1.GetOptions) (*coordinationv1.Lease, error) {
+	close(g.entered)
+	<-g.proceed
+	return g.answer.DeepCopy(), nil
+}
+
+func leaseAt(holder string, token int32, renewed time.Time, seconds int32, rv string) *coordinationv1.Lease {
+	l := testLease("l", holder, token, renewed, seconds)
+	l.ResourceVersion = rv
+	return l
+}
+
+// refreshRacingTheWatch runs a candidate's re-read after a conflict whose
+// answer (stale) arrives after the watch applied watched.
+func refreshRacingTheWatch(t *testing.T, o *observer, stale *coordinationv1.Lease, watched func()) {
+	t.Helper()
+	g := heldGet{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"),
+		entered: make(chan struct{}), proceed: make(chan struct{}), answer: stale}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, g, o, o.clock, &leaseStats{}, func() bool { return false })
+	done := make(chan struct{})
+	go func() { defer close(done); e.refresh(o.snapshot().rec.resourceVersion) }()
+	<-g.entered
+	watched()
+	close(g.proceed)
+	<-done
+}
+
+// A re-read served before a takeover and answered after the watch showed
+// it must not put the older state back: a deletion seen next would then
+// have no holder to wait out (the snapshot's last holder would be the
+// release), and the candidate would re-create the Lease while x leads.
+func TestARefreshAnsweredLateDoesNotUndoANewerTakeover(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("y", 1, testNow, 15, "100"), "100", o.seqNow())
+	o.apply(leaseAt("", 1, testNow, 1, "101"), "101") // y released
+	refreshRacingTheWatch(t, o, leaseAt("", 1, testNow, 1, "101"), func() {
+		clk.Step(100 * time.Millisecond)
+		o.apply(leaseAt("x", 2, clk.Now(), 15, "102"), "102") // x took it, and leads
+	})
+	if s := o.snapshot(); s.rec.holder != "x" {
+		t.Fatalf("after the late re-read the snapshot holds %q at %s; want x at 102", s.rec.holder, s.rec.resourceVersion)
+	}
+	o.apply(nil, "103") // an operator deletes the Lease
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", record{}); act != actWait {
+		t.Fatalf("decide after x took the Lease and it was deleted = %v; want wait (x's term)", act)
+	}
+}
+
+// The same when the watch showed a deletion: the late answer must not bring
+// the Lease back, or the candidate would only ever send Updates (NotFound)
+// and never re-create it.
+func TestARefreshAnsweredLateDoesNotUndoADeletion(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("x", 2, testNow, 15, "101"), "101", o.seqNow())
+	refreshRacingTheWatch(t, o, leaseAt("x", 2, testNow, 15, "101"), func() { o.apply(nil, "102") })
+	if s := o.snapshot(); s.rec.exists {
+		t.Fatalf("after the late re-read the snapshot has the Lease at %s; want it deleted", s.rec.resourceVersion)
+	}
+}
+
+// An acquisition answered NotFound (the Lease deleted since the snapshot)
+// is learnt from: the candidate re-creates the Lease once the last
+// holder's term ran out, even when no watch event tells it.
+func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	leases := client.CoordinationV1().Leases("ns")
+	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("x", 2, testNow, 15, "101"), "101", o.seqNow()) // the Lease is gone from the server
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	notify := o.subscribe()
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
+	defer func() { e.ending.cancel(); clk.Step(time.Hour); <-done }()
+	recreated := func() bool {
+		_, err := leases.Get(context.Background(), "l", metav1.GetOptions{})
+		return err == nil
+	}
+	for range 200 { // a second of fake time at each wait of the campaign
+		if !waitUntil(10*time.Second, func() bool { return clk.HasWaiters() || recreated() }) {
+			t.Fatal("the campaign neither waits nor re-created the Lease")
+		}
+		if recreated() {
+			return
+		}
+		clk.Step(time.Second)
+	}
+	t.Fatalf("the Lease was not re-created within 200 s of fake time (snapshot: exists %v at %s)",
+		o.snapshot().rec.exists, o.snapshot().rec.resourceVersion)
+}
+
+// A GetHolder waiting on a resumed loop's list while this process's own
+// election acquires: the pause that follows makes the snapshot live, and
+// must wake the waiter (the list it waited for is cut short by the pause).
+func TestThePauseOfANewLeaderWakesAGetHolderWaitingForAList(t *testing.T) {
+	client := fake.NewClientset()
+	release := make(chan struct{})
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		<-release // a list in flight
+		return false, nil, nil
+	})
+	defer close(release)
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clocktesting.NewFakeClock(testNow), time.Minute, 0, &leaseStats{})
+	defer func() { go o.stop() }()
+	o.applyRead(leaseAt("", 1, testNow, 1, "10"), "10", o.seqNow()) // followed before, then idle
+	o.start()                                                       // resumed: lists first
+	got := make(chan error, 1)
+	go func() { _, err := o.awaitSynced(time.Second); got <- err }()
+	awaitWaitingIn(t, "(*observer).awaitSynced", 1)
+	o.apply(leaseAt("a", 2, testNow, 15, "11"), "11") // our acquisition's answer: the waiter looks again
+	awaitWaitingIn(t, "(*observer).awaitSynced", 1)   // not live yet: it waits again
+	o.pauseWhileLeading(new(int))
+	if err := receive(t, got, 10*time.Second, "the pause waking awaitSynced"); err != nil {
+		t.Fatalf("awaitSynced with a live snapshot there: %v", err)
+	}
+}
+
+// A candidate's re-read after a conflict shows, after a gap (the watch is
+// down), the holder's record at a NEW resourceVersion with the SAME content
+// as the snapshot (a renewal patch that landed twice: rv 10 = P1, rv 11 = P2,
+// rv 12 = P1 again). A relist
+// racing the re-read (served before rv 11: the very same rv 10) must not
+// make the re-read lose that rule: the expiry counts from this sighting,
+// or the candidate would take the Lease at rv 12 while the holder's P2
+// term may still run.
+func TestAReadRacingARelistStillCountsANewVersionAsAChange(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow()) // P1 seen at testNow
+	clk.Step(16 * time.Second)                                        // judged expired; CAS at rv 10 conflicts (rv 11, 12 exist)
+	listSent := o.seqNow()                                            // the follow loop's relist, sent before the re-read
+	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {
+		o.applyList(leaseAt("h", 3, testNow, 15, "10"), "10", listSent, 0) // served before rv 11: the same version again
+	})
+	s := o.snapshot()
+	if s.rec.resourceVersion != "12" {
+		t.Fatalf("rv %s", s.rec.resourceVersion)
+	}
+	if act, _ := decide(s, clk.Now(), 15*time.Second, "c", record{}); act == actAcquire {
+		t.Fatalf("after a re-read found the same content at a new version (rv 10 -> 12, a gap): decide = acquire, observedAt %v ago; want a wait of a lease duration from this sighting (as without the racing relist)",
+			clk.Now().Sub(s.observedAt))
+	}
+}
+
+// Control: the same without the racing relist waits (read semantics).
+func TestAReadAfterAGapAtANewVersionWaitsATerm(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("h", 3, testNow, 15, "10"), "10", o.seqNow())
+	clk.Step(16 * time.Second)
+	refreshRacingTheWatch(t, o, leaseAt("h", 3, testNow, 15, "12"), func() {})
+	if act, _ := decide(o.snapshot(), clk.Now(), 15*time.Second, "c", record{}); act == actAcquire {
+		t.Fatal("control: acquire")
+	}
+}
+
+// An absence learnt after a gap keeps what is known of the last holder: a
+// release another writer wrote over y's record (y's incarnation kept) is
+// waited out for y's whole term, with the watch up or after a relist.
+func TestAGapKeepsTheLastKnownHoldersTerm(t *testing.T) {
+	run := func(gap bool) time.Time {
+		clk := clocktesting.NewFakeClock(testNow)
+		o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+		held := leaseAt("y", 1, testNow, 30, "100")
+		held.Annotations = map[string]string{IncarnationAnnotation: "y-inc"}
+		o.applyRead(held, "100", o.seqNow())
+		clk.Step(time.Second)
+		rel := leaseAt("", 1, testNow, 1, "101")
+		rel.Annotations = map[string]string{IncarnationAnnotation: "y-inc"} // client-go keeps annotations
+		o.apply(rel, "101")
+		clk.Step(time.Second)
+		if gap {
+			o.applyList(nil, "102", o.seqNow(), 0) // a relist finds it gone
+		} else {
+			o.apply(nil, "102") // the watch's Deleted event
+		}
+		act, until := decide(o.snapshot(), clk.Now(), 5*time.Second, "c", record{})
+		if act != actWait {
+			t.Fatalf("gap=%v: %v", gap, act)
+		}
+		return until
+	}
+	watched, relisted := run(false), run(true)
+	if relisted.Before(watched) || relisted.Before(testNow.Add(30*time.Second)) {
+		t.Fatalf("waits until +%v with the watch up, +%v after a gap; want y's 30 s term at least, in both", watched.Sub(testNow), relisted.Sub(testNow))
+	}
+}
+
+// A released Lease deleted afterwards is free at once, also for the
+// process that released it and stands again (its observer relists first).
+func TestOwnReleaseThenDeleteThenStandAgainIsFreeAtOnce(t *testing.T) {
+	client := fake.NewClientset()
+	m := process(t, client)
+	a, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoordinationV1().Leases("ns").Delete(context.Background(), "l", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.RunElection("ns", "l", "c", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitElected(4 * time.Second); err != nil { // a lease duration is 15 s: 4 s is "at once" on any machine
+		t.Fatalf("standing again after our own release and a deletion: %v", err)
+	}
+}
+
+// A GET that found the Lease gone keeps the last resourceVersion, so that a
+// list sent at the same time and served before the deletion is not taken
+// for newer and does not bring the Lease back.
+func TestAListOlderThanALearntDeletionDoesNotBringTheLeaseBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(leaseAt("z", 2, testNow, 15, "102"), "102", o.seqNow())
+	sent := o.seqNow()                                               // a relist and a re-read, both sent now
+	o.applyGone(sent)                                                // the GET, served after the deletion
+	o.applyList(leaseAt("z", 2, testNow, 15, "102"), "102", sent, 0) // the list, served before it
+	if s := o.snapshot(); s.rec.exists {
+		t.Fatalf("a list older than the deletion put the Lease back (rv %s)", s.rec.resourceVersion)
+	}
+}
+
+// withUID is l with the UID a real API server gives every object.
+func withUID(l *coordinationv1.Lease, uid types.UID) *coordinationv1.Lease {
+	l.UID = uid
+	return l
+}
+
+// A list, or a lagging watch, that shows a renewal this process never saw
+// (one version above the last known) after a read learnt the deletion must
+// not bring the deleted Lease back: the deleted object (its UID) cannot
+// come back, whatever its version.
+func TestAStateOfALearntDeletedLeaseNeverBringsItBack(t *testing.T) {
+	for _, via := range []string{"list", "watch"} {
+		t.Run(via, func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(testNow)
+			o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+			o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "102"), "uid-1"), "102", o.seqNow())
+			sent := o.seqNow()                                                               // a relist and a re-read, both sent now
+			o.applyGone(sent)                                                                // the GET, served after the deletion
+			unseen := withUID(leaseAt("z", 2, testNow.Add(time.Second), 15, "103"), "uid-1") // z's renewal just before the deletion
+			if via == "list" {
+				o.applyList(unseen, "103", sent, 0)
+			} else {
+				o.apply(unseen, "103")
+			}
+			if s := o.snapshot(); s.rec.exists {
+				t.Fatalf("a %s at rv 103 of the deleted Lease put it back", via)
+			}
+			o.apply(withUID(leaseAt("w", 3, testNow, 15, "110"), "uid-2"), "110") // re-created: another object
+			if s := o.snapshot(); !s.rec.exists || s.rec.holder != "w" {
+				t.Fatalf("the re-created Lease (a new UID) was not taken: %+v", s.rec)
+			}
+		})
+	}
+}
+
+// Once a renewal's compare-and-swap failed (another holder took the lease)
+// and IsLeader says 0, GetHolder must not name this process: the view the
+// renewals kept is no longer current, even while the re-read that asks
+// why is unanswered.
+func TestGetHolderAfterARenewalFoundATakeoverDoesNotNameThisProcess(t *testing.T) {
+	server := fake.NewClientset()
+	enforceResourceVersions(server)
+	var holdGets atomic.Bool
+	release := make(chan struct{})
+	m := process(t, hooked{Clientset: server, beforeGet: func(name string) {
+		if name == "l" && holdGets.Load() {
+			<-release // the re-read after the failed renewal hangs
+		}
+	}})
+	t.Cleanup(func() { close(release) }) // before the Manager's Shutdown
+	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	holdGets.Store(true)
+	leases := server.CoordinationV1().Leases("ns")
+	l, err := leases.Get(t.Context(), "l", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, five := "x", int32(5)
+	l.Spec.HolderIdentity, l.Spec.LeaseTransitions = &x, &five
+	delete(l.Annotations, IncarnationAnnotation)
+	if _, err := leases.Update(t.Context(), l, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a's next renewal finds the takeover", func() bool {
+		ok, _, _ := e.IsLeader()
+		return !ok
+	})
+	h, err := m.GetHolder("ns", "l")
+	if err == nil && (h.Holder == "a" || h.Token == 1) {
+		t.Fatalf("GetHolder after the takeover = %+v; want x with token 5 (or an error), never this process's ended term", h)
+	}
+}
+
+// A read sent after the deletion was learnt that shows the same object is
+// the truth (etcd restored from a backup brought it back): it is taken, or
+// a candidate would only ever try to create the Lease (AlreadyExists).
+func TestAReadAfterALearntDeletionTakesTheObjectBack(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "102"), "uid-1"), "102", o.seqNow())
+	o.applyGone(o.seqNow())
+	o.applyRead(withUID(leaseAt("z", 2, testNow, 15, "90"), "uid-1"), "90", o.seqNow()) // restored
+	if s := o.snapshot(); !s.rec.exists || s.rec.resourceVersion != "90" {
+		t.Fatalf("a fresh read of the restored Lease was not taken: %+v", s.rec)
+	}
+	o.apply(withUID(leaseAt("z", 2, testNow.Add(time.Second), 15, "91"), "uid-1"), "91") // and followed on the watch
+	if s := o.snapshot(); s.rec.resourceVersion != "91" {
+		t.Fatalf("the restored Lease's next renewal on the watch was not taken: %+v", s.rec)
+	}
+}
+
+// A standby behind a frozen API server: its API watch of a held Lease
+// delivers nothing. Once it has been quiet for two retry periods, the
+// connections that received nothing since its last event are closed and
+// the Lease listed again; a quiet that the relist showed unchanged (the
+// holder stopped renewing) is not suspected again, and an event re-arms
+// the suspicion.
+func TestAQuietWatchOfAHeldLeaseIsSuspectedAndRelisted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	client := fake.NewClientset()
+	var mu sync.Mutex
+	current := leaseAt("x", 3, testNow, 15, "10")
+	var lists atomic.Int32
+	watches := make(chan *watch.RaceFreeFakeWatcher, 8)
+	client.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		return true, &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: current.ResourceVersion}, Items: []coordinationv1.Lease{*current.DeepCopy()}}, nil
+	})
+	client.PrependWatchReactor("leases", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewRaceFreeFake() // delivers nothing unless told
+		watches <- w
+		return true, w, nil
+	})
+	closer := &closerLog{}
+	o := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
+	o.expectRenewalsEvery(time.Second)
+	o.redial = &redialer{conns: closer}
+	o.start()
+	defer o.stop()
+	awaitWatch(t, watches)
+	awaitWaiters(t, clk, 1) // the quiet timer
+	clk.Step(1999 * time.Millisecond)
+	if n := lists.Load(); n != 1 {
+		t.Fatalf("%d lists after 1.999 s of quiet; want 1 (two retry periods not over)", n)
+	}
+	mu.Lock()
+	current = leaseAt("x", 3, testNow.Add(2*time.Second), 15, "11") // a renewal the frozen server never delivered
+	mu.Unlock()
+	clk.Step(time.Millisecond)
+	w := awaitWatch(t, watches) // relisted, and watching again
+	if n, rounds := lists.Load(), len(closer.sinces()); n != 2 || rounds != 1 {
+		t.Fatalf("after two retry periods of quiet: %d lists, %d rounds of closing silent connections; want 2 and 1", n, rounds)
+	}
+	if s := o.snapshot(); s.rec.resourceVersion != "11" || !s.live {
+		t.Fatalf("after the relist the snapshot is at %s (live %v); want the renewal at 11, live", s.rec.resourceVersion, s.live)
+	}
+	// The holder renews no more: quiet again, from the relist, which showed
+	// a newer record (the renewal): suspected once more; the relist after
+	// that shows the same record, and that quiet (a holder that stopped
+	// renewing) is not suspected again.
+	awaitWaiters(t, clk, 1)
+	clk.Step(2 * time.Second)
+	w = awaitWatch(t, watches)
+	if n := lists.Load(); n != 3 {
+		t.Fatalf("%d lists after two more retry periods of quiet at a newer record; want 3", n)
+	}
+	awaitWaiters(t, clk, 1)
+	clk.Step(3 * time.Second)
+	awaitWaiters(t, clk, 1) // re-armed, not suspected
+	if n := lists.Load(); n != 3 {
+		t.Fatalf("%d lists after a quiet the relist showed unchanged; want 3", n)
+	}
+	// A renewal delivered re-arms the suspicion.
+	w.Modify(leaseAt("x", 3, testNow.Add(5*time.Second), 15, "12"))
+	eventually(t, 5*time.Second, "the renewal applied", func() bool { return o.snapshot().rec.resourceVersion == "12" })
+	awaitWaiters(t, clk, 1)
+	clk.Step(2 * time.Second)
+	awaitWatch(t, watches)
+	if n := lists.Load(); n != 4 {
+		t.Fatalf("%d lists after a renewal then two retry periods of quiet; want 4", n)
 	}
 }

@@ -59,6 +59,17 @@ const (
 // itself).
 const maxRememberedLeases = 4096
 
+// observerRegistry is the Manager's observers, one per Lease; m.mu
+// guards it.
+type observerRegistry struct {
+	leases  map[Key]*observedLease
+	reaping bool // a reaper goroutine runs (see idleObserverTimeout)
+	// highestToken remembers, per lease, the highest fencing token seen,
+	// beyond the life of its observer (a Lease deleted and re-created must
+	// not hand out a smaller token).
+	highestToken map[Key]int64
+}
+
 // observedLease is a shared observer: refs counts the elections and holder
 // watches using it; with none it is idle, and lastUsed (the last GetHolder,
 // or when the last user gave it up) decides when it is stopped.
@@ -72,13 +83,13 @@ type observedLease struct {
 // resuming its follow loop) if needed and start is set; m.mu held. An
 // observer with no election or watch is idle: see idleObserverTimeout.
 func (m *Manager) observeLocked(client kubeapi.Client, key Key, resync time.Duration, start bool) *observedLease {
-	ol := m.observers[key]
+	ol := m.observers.leases[key]
 	if ol == nil {
 		m.evictIdleLocked(maxIdleObservers - 1)
 		leases := client.Leases(key.Namespace)
-		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.highestToken[key], m.statsLocked(key))}
-		ol.obs.redial = m.redial
-		m.observers[key] = ol
+		ol = &observedLease{obs: newObserver(leases, key.Name, m.clock, resync, m.observers.highestToken[key], m.statsLocked(key))}
+		ol.obs.redial = m.api.redial
+		m.observers.leases[key] = ol
 	} else {
 		ol.obs.lowerResync(resync)
 	}
@@ -105,7 +116,7 @@ func (m *Manager) acquireObserverLocked(client kubeapi.Client, key Key, resync t
 func (m *Manager) releaseObserver(key Key) (stillUsed bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ol := m.observers[key]
+	ol := m.observers.leases[key]
 	if ol == nil {
 		return false
 	}
@@ -125,7 +136,7 @@ func (m *Manager) evictIdleLocked(keep int) {
 	idle := 0
 	var oldest Key
 	var oldestAt time.Time
-	for key, ol := range m.observers {
+	for key, ol := range m.observers.leases {
 		if ol.refs > 0 {
 			continue
 		}
@@ -144,10 +155,10 @@ func (m *Manager) evictIdleLocked(keep int) {
 // counters when nothing but GetHolder ever used it (so that asking about
 // many names does not grow memory); m.mu held. The caller then retires it.
 func (m *Manager) forgetObserverLocked(key Key) *observer {
-	ol := m.observers[key]
-	delete(m.observers, key)
+	ol := m.observers.leases[key]
+	delete(m.observers.leases, key)
 	m.keepHighestTokenLocked(key, ol.obs)
-	if s := m.stats[key]; s != nil && s.UnusedByElectionsAndWatches() && m.elections[key] == nil && m.watches[key] == nil {
+	if s := m.stats[key]; s != nil && s.UnusedByElectionsAndWatches() && m.elections.running[key] == nil && m.watches.running[key] == nil {
 		delete(m.stats, key)
 	}
 	m.pruneRememberedLocked()
@@ -158,20 +169,20 @@ func (m *Manager) forgetObserverLocked(key Key) *observer {
 // leases while more than maxRememberedLeases are kept; m.mu held.
 func (m *Manager) pruneRememberedLocked() {
 	for key := range m.stats {
-		if len(m.stats) <= maxRememberedLeases && len(m.highestToken) <= maxRememberedLeases {
+		if len(m.stats) <= maxRememberedLeases && len(m.observers.highestToken) <= maxRememberedLeases {
 			return
 		}
-		if m.observers[key] == nil && m.elections[key] == nil && m.watches[key] == nil && len(m.stopping[key]) == 0 {
+		if m.observers.leases[key] == nil && m.elections.running[key] == nil && m.watches.running[key] == nil && len(m.watches.stopping[key]) == 0 {
 			delete(m.stats, key)
-			delete(m.highestToken, key)
+			delete(m.observers.highestToken, key)
 		}
 	}
-	for key := range m.highestToken {
-		if len(m.highestToken) <= maxRememberedLeases {
+	for key := range m.observers.highestToken {
+		if len(m.observers.highestToken) <= maxRememberedLeases {
 			return
 		}
 		if m.stats[key] == nil {
-			delete(m.highestToken, key)
+			delete(m.observers.highestToken, key)
 		}
 	}
 }
@@ -193,17 +204,17 @@ func (m *Manager) keepHighestTokenLocked(key Key, obs *observer) {
 	if s == nil || s.UnusedByElectionsAndWatches() {
 		return
 	}
-	if tok := max(m.highestToken[key], obs.snapshot().highestToken); tok > 0 {
-		m.highestToken[key] = tok
+	if tok := max(m.observers.highestToken[key], obs.snapshot().highestToken); tok > 0 {
+		m.observers.highestToken[key] = tok
 	}
 }
 
 // scheduleReapLocked starts the reaper unless it runs; m.mu held.
 func (m *Manager) scheduleReapLocked() {
-	if m.reaping {
+	if m.observers.reaping {
 		return
 	}
-	m.reaping = true
+	m.observers.reaping = true
 	go m.reap()
 }
 
@@ -230,11 +241,11 @@ func (m *Manager) reapOnce() (more bool) {
 			more = false
 		}
 		if !more {
-			m.reaping = false
+			m.observers.reaping = false
 		}
 	}()
 	now := m.clock.Now()
-	for key, ol := range m.observers {
+	for key, ol := range m.observers.leases {
 		switch {
 		case ol.refs > 0:
 		case now.Sub(ol.lastUsed) >= idleObserverTimeout:

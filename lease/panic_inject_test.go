@@ -66,7 +66,7 @@ func TestInjectedPanicsAreContained(t *testing.T) {
 			if _, err := m.WatchHolder("ns", "l", func(HolderState) {}); err != nil {
 				t.Fatal(err)
 			}
-			leases := m.kube.Leases("ns")
+			leases := m.api.kube.Leases("ns")
 			if _, err := leases.Create(context.Background(), testLease("l", "x", 1, testNow, 15), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}

@@ -57,3 +57,11 @@ func (t Timing) Validate() error {
 
 // leaseDurationSeconds is the value written to the Lease.
 func (t Timing) leaseDurationSeconds() int32 { return int32(t.LeaseDuration / time.Second) }
+
+// Key names one Lease.
+type Key struct {
+	Namespace string
+	Name      string
+}
+
+func (k Key) String() string { return k.Namespace + "/" + k.Name }

@@ -45,6 +45,27 @@ func MetricsText(leases []LeaseMetrics, logLinesDropped int64, lastSize int) str
 func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 	sort.Slice(leases, func(i, j int) bool { return leases[i].Name < leases[j].Name })
 
+	writeTermMetrics(p, leases)
+	writeLeaseMetrics(p, leases)
+
+	p.family("k8s_lease_api_requests_total", "counter", "Requests to the API server by verb, resource and HTTP status code (\"error\": no response).")
+	keys, counts := apiRequestCounts()
+	for _, k := range keys {
+		p.sample("k8s_lease_api_requests_total", float64(counts[k]), "code", k.code, "resource", k.resource, "verb", k.verb)
+	}
+	p.family("k8s_lease_log_lines_dropped_total", "counter", "Log lines dropped because the host's log callback could not keep up.")
+	p.sample("k8s_lease_log_lines_dropped_total", float64(logLinesDropped))
+	// A C host has no other way to see the library's goroutines (one per
+	// election that leads or follows, plus a constant few). Not under
+	// client_golang's go_goroutines: a host that appends this text to its
+	// own, with a Go collector of its own, would export that family twice.
+	p.family("k8s_lease_goroutines", "gauge", "Goroutines of the library's Go runtime.")
+	p.sample("k8s_lease_goroutines", float64(runtime.NumGoroutine()))
+}
+
+// writeTermMetrics writes the families of the terms of leadership of each
+// lease: status, terms begun and ended, renewals, how long it took.
+func writeTermMetrics(p *promWriter, leases []LeaseMetrics) {
 	p.family("leader_election_master_status", "gauge",
 		"1 while this process leads the lease named by name (<namespace>/<lease>), else 0 (the client-go metric).")
 	for _, l := range leases {
@@ -99,6 +120,11 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 			p.histogram("k8s_lease_acquire_duration_seconds", l.Name, &requestBuckets, &l.Counters.acquireTime)
 		}
 	}
+}
+
+// writeLeaseMetrics writes the families of each lease's other writes and
+// its watch.
+func writeLeaseMetrics(p *promWriter, leases []LeaseMetrics) {
 	p.family("k8s_lease_conflicts_total", "counter", "Acquisitions refused with 409 Conflict: another writer was first.")
 	for _, l := range leases {
 		if l.elected() {
@@ -125,20 +151,6 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 	for _, l := range leases {
 		p.sample("k8s_lease_watch_restarts_total", float64(l.Counters.watchRestarts.Load()), "name", l.Name)
 	}
-
-	p.family("k8s_lease_api_requests_total", "counter", "Requests to the API server by verb, resource and HTTP status code (\"error\": no response).")
-	keys, counts := apiRequestCounts()
-	for _, k := range keys {
-		p.sample("k8s_lease_api_requests_total", float64(counts[k]), "code", k.code, "resource", k.resource, "verb", k.verb)
-	}
-	p.family("k8s_lease_log_lines_dropped_total", "counter", "Log lines dropped because the host's log callback could not keep up.")
-	p.sample("k8s_lease_log_lines_dropped_total", float64(logLinesDropped))
-	// A C host has no other way to see the library's goroutines (one per
-	// election that leads or follows, plus a constant few). Not under
-	// client_golang's go_goroutines: a host that appends this text to its
-	// own, with a Go collector of its own, would export that family twice.
-	p.family("k8s_lease_goroutines", "gauge", "Goroutines of the library's Go runtime.")
-	p.sample("k8s_lease_goroutines", float64(runtime.NumGoroutine()))
 }
 
 func b2f(b bool) float64 {

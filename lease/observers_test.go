@@ -101,7 +101,7 @@ func TestIdleObserversAreReapedAndBounded(t *testing.T) {
 		}
 	}
 	m.mu.Lock()
-	observers, stats := len(m.observers), len(m.stats)
+	observers, stats := len(m.observers.leases), len(m.stats)
 	m.mu.Unlock()
 	if observers != maxIdleObservers+1 || stats != maxIdleObservers+1 {
 		t.Fatalf("after asking about %d leases: %d observers, %d counter sets; want %d each (the bound + the watched one)",
@@ -111,7 +111,7 @@ func TestIdleObserversAreReapedAndBounded(t *testing.T) {
 		clk.Step(idleObserverTimeout / 2)
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return len(m.observers) == 1 && m.observers[Key{"ns", "watched"}] != nil
+		return len(m.observers.leases) == 1 && m.observers.leases[Key{"ns", "watched"}] != nil
 	})
 	watchesBefore := countVerbs(t, client.Actions())["watch"]
 	if _, err := m.GetHolder("ns", "asked-0"); err != nil {
@@ -213,7 +213,7 @@ func TestGetHolderReportsABrokenWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	obs := m.observers[Key{"ns", "l"}].obs
+	obs := m.observers.leases[Key{"ns", "l"}].obs
 	m.mu.Unlock()
 	obs.mu.Lock()
 	loop := obs.loop // the running loop's error
