@@ -43,7 +43,8 @@ func (m *Manager) Metrics() string {
 		}
 		l := telemetry.LeaseMetrics{Name: key.String(), Counters: s}
 		if e := m.elections.running[key]; e != nil {
-			l.Leading, _, _ = e.IsLeader()
+			l.Leading, l.Token, l.ValidFor = e.IsLeader()
+			l.Candidate = !e.Ended()
 		}
 		leases = append(leases, l)
 	}

@@ -48,6 +48,8 @@ func TestMetricsAfterElection(t *testing.T) {
 	}{
 		{"leader_election_master_status", name, 1},
 		{"k8s_lease_elections_won_total", name, 1},
+		{"k8s_lease_fencing_token", name, 1},
+		{"k8s_lease_candidate", name, 1},
 		{"k8s_lease_campaign_duration_seconds", name, 1},
 		{"k8s_lease_acquire_duration_seconds", name, 1},
 		{"k8s_lease_leadership_ended_total", map[string]string{"name": "ns/l", "reason": "released"}, 0},
@@ -62,6 +64,9 @@ func TestMetricsAfterElection(t *testing.T) {
 			}
 		})
 	}
+	if v := metricValue(fams, "k8s_lease_validity_remaining_seconds", name); v <= 0 || v > unitTiming.RenewDeadline.Seconds() {
+		t.Fatalf("k8s_lease_validity_remaining_seconds = %v, want in (0, %v]", v, unitTiming.RenewDeadline.Seconds())
+	}
 	// The election's goroutine at least; the exact count moves.
 	if g := metricValue(fams, "k8s_lease_goroutines", nil); g < 1 {
 		t.Fatalf("k8s_lease_goroutines = %v, want the running goroutines", g)
@@ -72,6 +77,11 @@ func TestMetricsAfterElection(t *testing.T) {
 	fams = parseMetrics(t, m.Metrics())
 	if v := metricValue(fams, "leader_election_master_status", name); v != 0 {
 		t.Fatalf("master status after cancel = %v, want 0", v)
+	}
+	for _, family := range []string{"k8s_lease_fencing_token", "k8s_lease_validity_remaining_seconds", "k8s_lease_candidate"} {
+		if v := metricValue(fams, family, name); v != 0 {
+			t.Fatalf("%s after cancel = %v, want 0", family, v)
+		}
 	}
 	if v := metricValue(fams, "k8s_lease_leadership_ended_total", map[string]string{"name": "ns/l", "reason": "released"}); v != 1 {
 		t.Fatalf("released = %v, want 1", v)

@@ -25,6 +25,13 @@ type LeaseMetrics struct {
 	Name     string // <ns>/<lease>
 	Counters *LeaseCounters
 	Leading  bool
+	// Token and ValidFor: the fencing token of the term this process leads
+	// and how long that leadership stays valid without another renewal
+	// (both 0 when it does not lead). Candidate: an election of this
+	// process campaigns on or leads the lease (it has not ended).
+	Token     int64
+	ValidFor  time.Duration
+	Candidate bool
 }
 
 // elected: an election of this process ran on the lease (only those get
@@ -71,6 +78,29 @@ func writeTermMetrics(p *promWriter, leases []LeaseMetrics) {
 	for _, l := range leases {
 		if l.elected() {
 			p.sample("leader_election_master_status", b2f(l.Leading), "name", l.Name)
+		}
+	}
+	// Per replica, never an identity in a label: which term it leads (two
+	// replicas reporting leadership at once show two tokens, the lower
+	// one's term over), how close it is to stepping down, whether it
+	// still campaigns (a replica whose election ended stands by no more).
+	p.family("k8s_lease_fencing_token", "gauge", "The fencing token (leaseTransitions) of the term this process leads on the lease, 0 when it does not lead.")
+	for _, l := range leases {
+		if l.elected() {
+			p.sample("k8s_lease_fencing_token", float64(l.Token), "name", l.Name)
+		}
+	}
+	p.family("k8s_lease_validity_remaining_seconds", "gauge",
+		"How long this process's leadership of the lease stays valid without another renewal (the renew deadline from the send of the last renewal answered), 0 when it does not lead.")
+	for _, l := range leases {
+		if l.elected() {
+			p.sample("k8s_lease_validity_remaining_seconds", l.ValidFor.Seconds(), "name", l.Name)
+		}
+	}
+	p.family("k8s_lease_candidate", "gauge", "1 while an election of this process campaigns on or leads the lease, 0 once it ended (cancelled, lost, handed off).")
+	for _, l := range leases {
+		if l.elected() {
+			p.sample("k8s_lease_candidate", b2f(l.Candidate), "name", l.Name)
 		}
 	}
 	p.family("k8s_lease_elections_won_total", "counter", "Terms of leadership this process began on the lease.")

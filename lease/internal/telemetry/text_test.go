@@ -41,7 +41,8 @@ func TestMetricsTextParses(t *testing.T) {
 	elected.StaleEndpointCleared()
 	watched.WatchStarted()
 	watched.WatchRestarted()
-	leases := []LeaseMetrics{{Name: "ns/w", Counters: &watched}, {Name: "ns/e", Counters: &elected, Leading: true}}
+	leases := []LeaseMetrics{{Name: "ns/w", Counters: &watched},
+		{Name: "ns/e", Counters: &elected, Leading: true, Token: 7, ValidFor: 3500 * time.Millisecond, Candidate: true}}
 	fams := telemetrytest.Parse(t, MetricsText(leases, 7, 0))
 	e, w := map[string]string{"name": "ns/e"}, map[string]string{"name": "ns/w"}
 	for _, tc := range []struct {
@@ -52,6 +53,11 @@ func TestMetricsTextParses(t *testing.T) {
 		{"leader_election_master_status", e, 1},
 		{"leader_election_master_status", w, -1},
 		{"k8s_lease_elections_won_total", e, 1},
+		{"k8s_lease_fencing_token", e, 7},
+		{"k8s_lease_fencing_token", w, -1},
+		{"k8s_lease_validity_remaining_seconds", e, 3.5},
+		{"k8s_lease_candidate", e, 1},
+		{"k8s_lease_candidate", w, -1},
 		{"k8s_lease_campaign_duration_seconds", e, 1},
 		{"k8s_lease_renewal_duration_seconds", e, 1},
 		{"k8s_lease_endpoint_writes_total", map[string]string{"name": "ns/e", "result": "superseded"}, 1},
