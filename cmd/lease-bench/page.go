@@ -115,7 +115,8 @@ var pageSections = []pageSection{
 		"quorum) is measured by the fault suite: see docs/testing.md and docs/guarantees.md."},
 	{name: "member-faults-5s", title: "One control-plane member's faults, ours and client-go, 5/4/1 s", writtenBy: "make ha-rivals", read: "" +
 		"Written by `make ha-rivals` (`TestHARivalsSingleMemberFaults` in tests/fault, every member's " +
-		"faults; `make test` runs five of them and requires ours to lose no term), not by `make bench`. " +
+		"faults; `make test` runs both API servers frozen, API server 1 killed, the rolling restart and " +
+		"the etcd leader frozen, and requires ours to lose no term), not by `make bench`. " +
 		"On the HA bed (three etcd members, two API servers behind the load balancer, round-robin per " +
 		"connection), three of ours campaign on one Lease and three plain client-go electors " +
 		"(`tests/fault/clientgocandidate`: `LeaderElector` on a `LeaseLock`, configured as " +
