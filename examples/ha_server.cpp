@@ -13,11 +13,21 @@
 // nobody else; the library withdraws it when the replica steps down.
 //
 // usage: ha_server NAMESPACE LEASE IDENTITY POD [LEASE_S RENEW_MS RETRY_MS]
-//   env: LEADER_SERVICE, POD_IP, SERVICE_PORT (all optional)
+//   env (all optional): LEASE_DURATION_MS, RENEW_DEADLINE_MS, RETRY_PERIOD_MS
+//   (the timings, instead of the last three arguments; client-go's 15 s /
+//   10 s / 2 s without either), LEADER_SERVICE, POD_IP, SERVICE_PORT, and
+//   HEALTH_PORT: serve plain HTTP there for the kubelet and Prometheus:
+//     /readyz   200 once this replica's candidacy is registered (it
+//               campaigns or leads), else 503: never "I am leader", so a
+//               rolling update waits for a standby that can take over
+//     /livez    200 while the library answers a cheap call (K8sLeaseStats)
+//     /metrics  the library's metrics (K8sLeaseMetrics), Prometheus text
 //
 // Each event is one line on stdout, for people and for the demo driver:
 //   <CLOCK_MONOTONIC ms> <identity> <event> [key=value ...]
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +48,7 @@ constexpr const char* kLeaderLabel = "k8s-lease.io/leader";
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_serving{false};
+std::atomic<bool> g_candidate{false};  // a candidacy is registered (readiness)
 std::string g_identity;
 std::mutex g_out;
 
@@ -107,6 +118,91 @@ std::optional<Route> RouteFromEnv() {
   return r;
 }
 
+// Answers one HTTP request on fd: the first line's path picks the answer.
+void Answer(int fd) {
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n <= 0) return;
+  buf[n] = 0;
+  std::string line(buf), path;
+  if (line.rfind("GET ", 0) == 0) path = line.substr(4, line.find(' ', 4) - 4);
+  int code = 200;
+  std::string type = "text/plain; charset=utf-8", body;
+  if (path == "/readyz") {
+    if (g_candidate) {
+      body = "ok\n";
+    } else {
+      code = 503, body = "no candidacy registered\n";
+    }
+  } else if (path == "/livez") {
+    try {
+      k8s_lease::Stats();
+      body = "ok\n";
+    } catch (const k8s_lease::Error& e) {
+      code = 500, body = std::string(e.what()) + "\n";
+    }
+  } else if (path == "/metrics") {
+    try {
+      body = k8s_lease::Metrics();
+      type = "text/plain; version=0.0.4; charset=utf-8";
+    } catch (const k8s_lease::Error& e) {
+      code = 500, body = std::string(e.what()) + "\n";
+    }
+  } else {
+    code = 404, body = "not found\n";
+  }
+  const char* reason = code == 200 ? "OK" : code == 503 ? "Service Unavailable" : code == 404 ? "Not Found" : "Internal Server Error";
+  std::string head = "HTTP/1.0 " + std::to_string(code) + " " + reason + "\r\nContent-Type: " + type +
+                     "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  std::string out = head + body;
+  for (size_t off = 0; off < out.size();) {
+    ssize_t w = write(fd, out.data() + off, out.size() - off);
+    if (w <= 0) return;
+    off += (size_t)w;
+  }
+}
+
+// Serves /readyz, /livez and /metrics on port, one request per
+// connection, on a thread of its own until the process exits; a port that
+// cannot be bound is an error at start.
+void ServeHealth(int port) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons((uint16_t)port);
+  if (lfd < 0 || bind(lfd, (sockaddr*)&addr, sizeof addr) != 0 || listen(lfd, 16) != 0) {
+    Event("error", "HEALTH_PORT " + std::to_string(port) + ": cannot listen");
+    exit(1);
+  }
+  std::thread([lfd] {
+    for (;;) {
+      int fd = accept(lfd, nullptr, nullptr);
+      if (fd < 0) continue;
+      timeval tv{5, 0};  // a client that sends nothing does not hold the thread
+      setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      Answer(fd);
+      close(fd);
+    }
+  }).detach();
+}
+
+// MsFromEnv is the positive whole number in the environment variable
+// name, or fallback when it is unset; anything else stops the server.
+long long MsFromEnv(const char* name, long long fallback) {
+  const char* v = getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long long n = strtoll(v, &end, 10);
+  if (*end != 0 || n <= 0) {
+    fprintf(stderr, "%s=%s: want a positive whole number\n", name, v);
+    exit(2);
+  }
+  return n;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,7 +217,12 @@ int main(int argc, char** argv) {
     timing.lease_duration = std::chrono::seconds(atoll(argv[5]));
     timing.renew_deadline = std::chrono::milliseconds(atoll(argv[6]));
     timing.retry_period = std::chrono::milliseconds(atoll(argv[7]));
+  } else {
+    timing.lease_duration = std::chrono::milliseconds(MsFromEnv("LEASE_DURATION_MS", timing.lease_duration.count()));
+    timing.renew_deadline = std::chrono::milliseconds(MsFromEnv("RENEW_DEADLINE_MS", timing.renew_deadline.count()));
+    timing.retry_period = std::chrono::milliseconds(MsFromEnv("RETRY_PERIOD_MS", timing.retry_period.count()));
   }
+  if (const char* port = getenv("HEALTH_PORT"); port && *port) ServeHealth((int)MsFromEnv("HEALTH_PORT", 0));
   const std::optional<Route> route = RouteFromEnv();
   InstallSigterm();
   try {
@@ -144,6 +245,7 @@ int main(int argc, char** argv) {
     Label(ns, pod, false);  // a label left by a crashed predecessor in this Pod
     while (!g_stop) {
       k8s_lease::Election election(ns, lease, g_identity, timing);
+      g_candidate = true;
       // Before WaitElected: it then returns only after the first write of
       // the endpoint (a bad argument throws, and the server exits).
       if (route) election.PublishEndpoint(route->service, route->address, route->port);
@@ -166,6 +268,7 @@ int main(int argc, char** argv) {
       Event("lost", "token=" + std::to_string(*token) + " reason=\"" + election.WaitLost() + "\"");
       Label(ns, pod, false);
     }
+    g_candidate = false;
     g_stop = true;
     stopper.join();
   } catch (const k8s_lease::Error& e) {

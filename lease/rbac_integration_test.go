@@ -19,6 +19,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,10 @@ func applyManifest(t *testing.T, file string, dryRun bool) {
 			api := itAdmin.AppsV1().StatefulSets(itNamespace)
 			_, err = api.Create(ctx, o, opts)
 			remove = func() { removeWhenDone[*appsv1.StatefulSet](t, api, "statefulset", o.Name) }
+		case *policyv1.PodDisruptionBudget:
+			api := itAdmin.PolicyV1().PodDisruptionBudgets(itNamespace)
+			_, err = api.Create(ctx, o, opts)
+			remove = func() { removeWhenDone[*policyv1.PodDisruptionBudget](t, api, "poddisruptionbudget", o.Name) }
 		case *corev1.Service:
 			api := itAdmin.CoreV1().Services(itNamespace)
 			_, err = api.Create(ctx, o, opts)

@@ -3,6 +3,9 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -24,6 +27,7 @@ type replica struct {
 	identity string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	health   string // http://127.0.0.1:PORT of its HEALTH_PORT
 }
 
 type replicaGroup struct {
@@ -48,9 +52,16 @@ func startReplicas(cfg config, kubeconfig string, tl *timeline) (*replicaGroup, 
 // start runs one replica; its Pod has the same name as its identity.
 func (g *replicaGroup) start(id string) error {
 	cfg := g.cfg
-	cmd := exec.Command(cfg.haServer, namespace, leaseName, id, id,
-		strconv.Itoa(cfg.leaseSeconds), strconv.Itoa(cfg.renewMs), strconv.Itoa(cfg.retryMs))
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+g.kubeconfig)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	// Configured as deploy/statefulset.yaml configures it: the timings and
+	// the health port in the environment.
+	cmd := exec.Command(cfg.haServer, namespace, leaseName, id, id)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+g.kubeconfig,
+		"LEASE_DURATION_MS="+strconv.Itoa(cfg.leaseSeconds*1000), "RENEW_DEADLINE_MS="+strconv.Itoa(cfg.renewMs),
+		"RETRY_PERIOD_MS="+strconv.Itoa(cfg.retryMs), "HEALTH_PORT="+strconv.Itoa(port))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -59,7 +70,7 @@ func (g *replicaGroup) start(id string) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", id, err)
 	}
-	r := &replica{identity: id, cmd: cmd, exited: make(chan struct{})}
+	r := &replica{identity: id, cmd: cmd, exited: make(chan struct{}), health: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	g.mu.Lock()
 	g.replicas[id] = r
 	g.mu.Unlock()
@@ -133,4 +144,44 @@ func (g *replicaGroup) stopAll() {
 			<-r.exited
 		}
 	}
+}
+
+// freePort is a TCP port free on loopback now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// checkHealth asks the replica id's health port what deploy/statefulset.yaml's
+// probes and scrape ask: /readyz and /livez answer 200, and /metrics names
+// the lease; it returns the metrics text.
+func (g *replicaGroup) checkHealth(id string) (string, error) {
+	g.mu.Lock()
+	r := g.replicas[id]
+	g.mu.Unlock()
+	if r == nil {
+		return "", fmt.Errorf("no replica %s", id)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	var metrics string
+	for _, path := range []string{"/readyz", "/livez", "/metrics"} {
+		resp, err := client.Get(r.health + path)
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", id, path, err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return "", fmt.Errorf("%s %s: %w", id, path, err)
+		}
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("%s %s: %s: %s", id, path, resp.Status, body)
+		}
+		metrics = string(body)
+	}
+	return metrics, nil
 }

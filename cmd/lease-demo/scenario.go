@@ -87,6 +87,19 @@ func scenario(ctx context.Context, cfg config, g *replicaGroup, tl *timeline, re
 	if !strings.HasPrefix(leaseHolder(ctx, client), "holder "+third.identity) {
 		return nil, fmt.Errorf("lease does not name %s", third.identity)
 	}
+	// The endpoints the manifest's probes and scrape use, on the leader.
+	metrics, err := g.checkHealth(third.identity)
+	if err != nil {
+		return nil, err
+	}
+	status := fmt.Sprintf("leader_election_master_status{name=%q} 1", namespace+"/"+leaseName)
+	token := fmt.Sprintf("k8s_lease_fencing_token{name=%q} %s", namespace+"/"+leaseName, tokenOf(third.detail))
+	for _, want := range []string{status, token} {
+		if !strings.Contains(metrics, want) {
+			return nil, fmt.Errorf("%s's /metrics lacks %q", third.identity, want)
+		}
+	}
+	fmt.Printf("  %s's health port: /readyz and /livez 200, /metrics says %s\n", third.identity, token)
 	return []gap{
 		{killedAt, second.at, fmt.Sprintf("fail-over %d ms", failover.Milliseconds())},
 		{termAt, third.at, fmt.Sprintf("hand-off %d ms", handoff.Milliseconds())},
