@@ -283,6 +283,9 @@ func updatePage(old string, run runInfo, results []series) (string, []string) {
 		}
 		if len(rows) > 0 {
 			tables[s.name] = sectionTable(run, rows)
+			if drawnSections[s.name] {
+				tables[s.name] += pictureLink(s.name)
+			}
 			updated = append(updated, s.name)
 		}
 	}
@@ -312,8 +315,27 @@ func writePage(in, out string, run runInfo, results []series) ([]string, error) 
 		return nil, err
 	}
 	page, updated := updatePage(string(old), run, results)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(filepath.Dir(out), "images"), 0o755); err != nil {
 		return nil, err
+	}
+	// The pictures the updated tables link to, beside the page.
+	for _, section := range updated {
+		if !drawnSections[section] {
+			continue
+		}
+		var rows []series
+		for _, r := range results {
+			if r.Section == section {
+				rows = append(rows, r)
+			}
+		}
+		svg, err := distributionSVG(rows, section+": "+run.date)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(out), "images", "bench-"+section+".svg"), []byte(svg), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	return updated, os.WriteFile(out, []byte(page), 0o644)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/xml"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -180,5 +183,68 @@ func TestSamples(t *testing.T) {
 	}
 	if n := (options{quick: true}).samples(30, 3); n != 3 {
 		t.Errorf("a -quick run: %d, want 3", n)
+	}
+}
+
+// A drawn section's table links its picture, written beside the page:
+// well-formed SVG with every sample a dot and each p50 labelled as the
+// table writes it.
+func TestADrawnSectionGetsItsPicture(t *testing.T) {
+	dir := t.TempDir()
+	page := filepath.Join(dir, "docs", "benchmarks.md")
+	rows := []series{
+		{Section: "handoff", Name: "graceful hand-off", Impl: string(ours), Unit: "ms", Samples: []float64{9.5, 10.2, 11, 20.4}},
+		{Section: "handoff", Name: "graceful hand-off", Impl: string(clientGo), Unit: "ms", Samples: []float64{745, 1616, 3047}},
+	}
+	if _, err := writePage(page, page, runA, append(rows, rowsOf(1, "elected")...)); err != nil {
+		t.Fatal(err)
+	}
+	written, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if table := tableOf(t, string(written), "handoff"); !strings.Contains(table, "images/bench-handoff.svg") {
+		t.Errorf("the handoff table does not link its picture:\n%s", table)
+	}
+	if table := tableOf(t, string(written), "elected"); strings.Contains(table, "images/") {
+		t.Errorf("an undrawn section links a picture:\n%s", table)
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "docs", "images", "bench-handoff.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	var dots int
+	var labels []string
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok {
+			for _, a := range se.Attr {
+				if a.Name.Local == "class" && strings.HasPrefix(a.Value, "sample") {
+					dots++
+				}
+				if a.Name.Local == "class" && a.Value == "p50-label" {
+					var text string
+					if err := d.DecodeElement(&text, &se); err != nil {
+						t.Fatal(err)
+					}
+					labels = append(labels, text)
+				}
+			}
+		}
+	}
+	if dots != 7 {
+		t.Errorf("%d dots; want every sample (7)", dots)
+	}
+	for _, want := range []string{"p50 " + num(rows[0].quantile(0.5)), "p50 " + num(rows[1].quantile(0.5))} {
+		if !slices.Contains(labels, want) {
+			t.Errorf("labels %q lack %q", labels, want)
+		}
 	}
 }
