@@ -128,7 +128,7 @@ func writeSVG(w io.Writer, start, end time.Time, events []event, marks []mark, g
 	}
 	slices.Sort(ids)
 	const (
-		left, right, top = 110.0, 30.0, 60.0
+		left, right, top = 110.0, 140.0, 60.0
 		rowH, width      = 56.0, 960.0
 	)
 	total := end.Sub(start).Seconds()
