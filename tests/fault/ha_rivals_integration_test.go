@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -506,7 +507,8 @@ func floodBed(t *testing.T) *testenv.Server {
 // ConfigMaps, whose requests share APF's level with every other
 // ServiceAccount's (the candidates' too, without deploy/flowschema.yaml).
 type noisyTenant struct {
-	cfg *rest.Config // straight at one API server
+	cfg   *rest.Config         // straight at one API server
+	admin kubernetes.Interface // the admin's, to that server (APF's state)
 }
 
 func newNoisyTenant(t *testing.T, bed *testenv.Server, k int) *noisyTenant {
@@ -539,18 +541,51 @@ func newNoisyTenant(t *testing.T, bed *testenv.Server, k int) *noisyTenant {
 		t.Fatal(err)
 	}
 	return &noisyTenant{cfg: &rest.Config{Host: cfg.Host, BearerToken: tr.Status.Token,
-		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}}
+		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}, admin: directClient(t, bed, k)}
 }
 
-// floodAnswers counts the flood's answers by HTTP status (0: no answer).
-type floodAnswers map[int]int
+// floodAnswers is what a flood got: its answers by HTTP status (0: no
+// answer), and how many requests of the ServiceAccounts' level
+// (workload-low) were waiting in its queues halfway through (APF's own
+// count: -1 if it could not be read).
+type floodAnswers struct {
+	byCode  map[int]int
+	waiting int
+}
 
 func (a floodAnswers) String() string {
 	var parts []string
-	for _, code := range slices.Sorted(maps.Keys(a)) {
-		parts = append(parts, fmt.Sprintf("%d: %d", code, a[code]))
+	for _, code := range slices.Sorted(maps.Keys(a.byCode)) {
+		parts = append(parts, fmt.Sprintf("%d: %d", code, a.byCode[code]))
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(parts, ", ") + fmt.Sprintf("; waiting in workload-low's queues halfway: %d", a.waiting)
+}
+
+// overloaded: the level answered 429, or held requests in its queues:
+// either way a renewal in it would wait or be refused.
+func (a floodAnswers) overloaded() bool {
+	return a.byCode[http.StatusTooManyRequests] > 0 || a.waiting > 0
+}
+
+// waitingIn is APF's count of the requests waiting in level's queues on
+// the server admin talks to (-1: not known).
+func waitingIn(admin kubernetes.Interface, level string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	b, err := admin.Discovery().RESTClient().Get().AbsPath("/debug/api_priority_and_fairness/dump_priority_levels").DoRaw(ctx)
+	if err != nil {
+		return -1
+	}
+	// PriorityLevelName, ActiveQueues, IsIdle, IsQuiescing, WaitingRequests, ...
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ",")
+		if len(f) > 4 && strings.TrimSpace(f[0]) == level {
+			if n, err := strconv.Atoi(strings.TrimSpace(f[4])); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }
 
 // flood sends `workers` requests at a time for d. Each lists ConfigMaps
@@ -570,8 +605,18 @@ func (n *noisyTenant) flood(t *testing.T, workers int, d time.Duration) floodAns
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
-	answers := floodAnswers{}
+	answers := floodAnswers{byCode: map[int]int{}, waiting: -1}
 	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d / 2):
+			waiting := waitingIn(n.admin, "workload-low")
+			mu.Lock()
+			answers.waiting = waiting
+			mu.Unlock()
+		}
+	})
 	for range workers {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -585,7 +630,7 @@ func (n *noisyTenant) flood(t *testing.T, workers int, d time.Duration) floodAns
 					return
 				}
 				mu.Lock()
-				answers[code]++
+				answers.byCode[code]++
 				mu.Unlock()
 				if code == http.StatusTooManyRequests || code == 0 {
 					select {
@@ -682,8 +727,8 @@ func TestHARivalsNoisyTenant(t *testing.T) {
 	windows := r.run(rounds)
 	figs := r.finish(rounds, windows)
 	for k, f := range rounds {
-		if answers[f.name][http.StatusTooManyRequests] == 0 {
-			t.Errorf("%s: the flood was never answered 429 (%v): the level was not overloaded", f.name, answers[f.name])
+		if !answers[f.name].overloaded() {
+			t.Errorf("%s: the flood was never answered 429 and no request waited in workload-low's queues (%v): the level was not overloaded", f.name, answers[f.name])
 		}
 		if f.name == with.name && figs[k][0].lost > 0 {
 			t.Errorf("%s: ours lost %d term(s), want 0", f.name, figs[k][0].lost)
