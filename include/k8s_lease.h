@@ -17,8 +17,11 @@
  *                K8sLeaseMetrics
  *   7. Free      K8sLeaseFree
  * The library exports more: earlier forms of these (timeouts in seconds,
- * calls by lease name), declared in k8s_lease_compat.h, and
- * K8sLeaseStandalone. What a deployment needs around the calls (RBAC,
+ * calls by lease name) and K8sLeaseStandalone, declared in
+ * k8s_lease_compat.h, which this header includes at its end so that code
+ * written against its earlier versions builds unchanged; define
+ * K8S_LEASE_NO_COMPAT before including it to declare the functions above
+ * only. What a deployment needs around the calls (RBAC,
  * kubectl, candidate records, the preferred holder, policies, feature
  * gates) is in docs/operations.md.
  *
@@ -424,6 +427,11 @@ void K8sLeaseFree(void* p);
 
 #ifdef __cplusplus
 }
+#endif
+
+/* The earlier forms (k8s_lease_compat.h), unless the program opts out. */
+#ifndef K8S_LEASE_NO_COMPAT
+#include "k8s_lease_compat.h"
 #endif
 
 #endif /* K8S_LEASE_H */
