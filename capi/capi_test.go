@@ -147,9 +147,15 @@ func TestWaitElectedZeroesTheTokenOnError(t *testing.T) {
 		name string
 		call func(token *longlong, m **cchar) _Ctype_int
 	}{
-		{"WaitElectedMsId without election", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 1000, tok, m) }},
-		{"WaitElectedMsId bad timeout", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 0, tok, m) }},
-		{"WaitElectedMsId bad id", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 0, 1000, tok, m) }},
+		{"WaitElectedMsId without election", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 1000, tok, m)
+		}},
+		{"WaitElectedMsId bad timeout", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 0, tok, m)
+		}},
+		{"WaitElectedMsId bad id", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 0, 1000, tok, m)
+		}},
 		{"WaitElected without election", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElected(cs("ns"), cs("none"), 1, tok, m) }},
 		{"WaitElected NULL namespace", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElected(nil, cs("none"), 1, tok, m) }},
 	} {
