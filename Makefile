@@ -116,6 +116,12 @@ header-check: $(LIB)
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -I$(BUILD) -fsyntax-only tests/header/generated_header.c
 	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_CHECK_PUBLIC -Iinclude -fsyntax-only tests/header/generated_header.c
 	$(CXX) -std=c++17 -Wall -Wextra -Werror -I$(BUILD) -fsyntax-only tests/header/generated_header.cpp
+	@# Earlier code that includes k8s_lease.h only still compiles (it declares
+	@# k8s_lease_compat.h's forms too), unless K8S_LEASE_NO_COMPAT is defined.
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -Iinclude -fsyntax-only tests/header/compat.c
+	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -Iinclude -fsyntax-only tests/header/compat.c
+	$(CC) -std=c11 -Wall -Wextra -Werror -pedantic -DK8S_LEASE_NO_COMPAT -Iinclude -fsyntax-only tests/header/compat.c
+	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -DK8S_LEASE_NO_COMPAT -Iinclude -fsyntax-only tests/header/compat.c
 	@mkdir -p $(BUILD)/_header-check
 	$(CXX) -x c++ -std=c++17 -Wall -Wextra -Werror -I$(BUILD) tests/header/generated_header.c -x none \
 	  -L$(BUILD) -lk8s_lease_wrapper -o $(BUILD)/_header-check/generated_header_cxx

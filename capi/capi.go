@@ -307,6 +307,9 @@ func (t timeout) check() error {
 }
 
 func waitElected(ns, leaseName *C.char, idField string, id int64, t timeout, fencingToken *C.longlong, errMsg **C.char) C.int {
+	if fencingToken != nil {
+		*fencingToken = 0 // on every error too, as every out-parameter
+	}
 	return export(errMsg, func() (int, error) {
 		if err := t.check(); err != nil {
 			return -1, err

@@ -138,3 +138,32 @@ func TestNoElectionAnswers(t *testing.T) {
 		t.Fatalf("WaitElectedMsId without election = %d", rc)
 	}
 }
+
+// WaitElected's fencing token is zeroed on every error, as every other
+// out-parameter is: a caller that reads it after -1 never sees a stale
+// token (one of an earlier term) as this one's.
+func TestWaitElectedZeroesTheTokenOnError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(token *longlong, m **cchar) _Ctype_int
+	}{
+		{"WaitElectedMsId without election", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 1000, tok, m)
+		}},
+		{"WaitElectedMsId bad timeout", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 1, 0, tok, m)
+		}},
+		{"WaitElectedMsId bad id", func(tok *longlong, m **cchar) _Ctype_int {
+			return K8sLeaseWaitElectedMsId(cs("ns"), cs("none"), 0, 1000, tok, m)
+		}},
+		{"WaitElected without election", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElected(cs("ns"), cs("none"), 1, tok, m) }},
+		{"WaitElected NULL namespace", func(tok *longlong, m **cchar) _Ctype_int { return K8sLeaseWaitElected(nil, cs("none"), 1, tok, m) }},
+	} {
+		var msg *cchar
+		var token int64 = 7
+		if rc := c.call((*longlong)(unsafe.Pointer(&token)), &msg); rc != -1 || token != 0 {
+			t.Errorf("%s: rc %d, token %d (want -1 and 0); %q", c.name, rc, token, takeMsg(&msg))
+		}
+		takeMsg(&msg)
+	}
+}

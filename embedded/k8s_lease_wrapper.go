@@ -42,6 +42,10 @@ typedef k8s_lease_holder_change_cb_t holder_change_cb_t; // its earlier name, ke
 
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
+// The policy flags of K8sLeaseRunElectionWith, as include/k8s_lease.h defines them.
+#define K8S_LEASE_POLICY_HANDOFF_ON_CANCEL 1
+#define K8S_LEASE_POLICY_YIELD_TO_NEWER 2
+
 #ifdef __cplusplus
 extern "C" {
 #endif

@@ -8,7 +8,8 @@
  *   2. Elect     K8sLeaseRunElectionWith, then on its k8s_lease_election:
  *                K8sLeaseWaitElectedMsId, K8sLeaseWaitLostId,
  *                K8sLeaseIsLeaderId, K8sLeasePublishEndpoint,
- *                K8sLeasePatchPodLabel, K8sLeaseCancelElectionId
+ *                K8sLeaseCancelElectionId; and K8sLeasePatchPodLabel
+ *                (on a Pod, with no election handle)
  *   3. Observe   K8sLeaseGetHolder, K8sLeaseWatchHolderId,
  *                K8sLeaseCancelWatchId
  *   4. Hand off  K8sLeaseCandidates, K8sLeaseHandOffId
@@ -17,8 +18,11 @@
  *                K8sLeaseMetrics
  *   7. Free      K8sLeaseFree
  * The library exports more: earlier forms of these (timeouts in seconds,
- * calls by lease name), declared in k8s_lease_compat.h, and
- * K8sLeaseStandalone. What a deployment needs around the calls (RBAC,
+ * calls by lease name) and K8sLeaseStandalone, declared in
+ * k8s_lease_compat.h, which this header includes at its end so that code
+ * written against its earlier versions builds unchanged; define
+ * K8S_LEASE_NO_COMPAT before including it to declare the functions above
+ * only. What a deployment needs around the calls (RBAC,
  * kubectl, candidate records, the preferred holder, policies, feature
  * gates) is in docs/operations.md.
  *
@@ -34,7 +38,10 @@
  *     no message is made.
  *   - Every pointer may be NULL without crashing: a NULL string argument is
  *     an error ("invalid argument: <argument>: must not be NULL"), a NULL
- *     out-pointer is not written.
+ *     out-pointer is not written. Except the out-pointer that is the whole
+ *     result of K8sLeaseCandidates (candidatesJson), K8sLeaseStats
+ *     (statsJson) and K8sLeaseMetrics (text): NULL there is an error.
+ *     Out-parameters are zeroed (0, NULL) first, so they read so on error.
  *   - A lease is (ns, leaseName): ns a DNS-1123 label, leaseName a DNS-1123
  *     subdomain, checked before any network call. An election is named by
  *     its lease and its k8s_lease_election, and a call never acts on a later
@@ -223,6 +230,8 @@ int K8sLeasePublishEndpoint(const char* ns, const char* leaseName, k8s_lease_ele
  * (a JSON merge patch), e.g. so that a Service selects the leader; with
  * labelValue NULL (the patch's null) remove it, an absent label being
  * success. The key must be a qualified name, the value a label value.
+ * Takes no election handle: it acts on the Pod whatever leads. Blocks for
+ * one request, at most 10 s.
  * Returns 0, or -1 (bad argument, pod not found, forbidden, API error).
  */
 int K8sLeasePatchPodLabel(const char* ns, const char* podName, const char* labelKey, const char* labelValue, char** errMsg);
@@ -315,8 +324,11 @@ int K8sLeaseCancelWatchId(const char* ns, const char* leaseName, k8s_lease_holde
  * (newest version, then highest priority), as a JSON array in
  * *candidatesJson (free with K8sLeaseFree):
  *   [{"identity", "version" (absent: none), "priority", "renew_time",
- *     "seen_token" (the highest fencing token it had seen)}]
- * One list request (its RBAC: docs/operations.md).
+ *     "seen_token" (the highest fencing token it had seen),
+ *     "seen_lease_uid" (the UID of the Lease that token was seen on;
+ *     absent: none)}]
+ * Blocks for one list request, at most 10 s (its RBAC: docs/operations.md).
+ * candidatesJson must not be NULL.
  * Returns 0, or -1 (bad argument, API error).
  */
 int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJson, char** errMsg);
@@ -326,12 +338,20 @@ int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJ
  * leading and gives the lease to the candidate toIdentity, which takes it
  * with the next fencing token (about two round trips if it campaigns). Call
  * it on the leader, e.g. on SIGTERM, instead of K8sLeaseCancelElectionId.
- * A target with no live candidate record is refused and leadership kept.
- * Otherwise it blocks until toIdentity leads (0) or timeoutMs (> 0) passes:
- * the lease is then released for anyone (up to renewDeadline more). No
- * other candidate takes the lease meanwhile (at most this leader's lease
+ * A target with no live candidate record is refused and leadership kept;
+ * when the record cannot be read at all (RBAC: no get on the records), this
+ * explicit hand-off goes ahead unchecked (the policies and the preferred
+ * holder refuse instead). Otherwise it blocks until toIdentity leads (0) or
+ * timeoutMs (> 0) passes: the lease is then released for anyone. No other
+ * candidate takes the lease meanwhile (at most this leader's lease
  * duration). The election ends either way, as by a cancel (WaitLost
- * returns 0). How it works: docs/operations.md.
+ * returns 0). timeoutMs is only how long to wait for the target; with
+ * D = min(renewDeadline, 10 s) the call blocks, in all, for the check of
+ * the target's record (one request, at most 10 s), the answer to a renewal
+ * on its way, a published endpoint's withdrawal (at most D/2), the
+ * hand-off write (at most D; should it fail, the release, at most D more),
+ * timeoutMs, and then the release (at most D). How it works:
+ * docs/operations.md.
  * Returns 0, or -1 with the reason: not the leader (no such election, a
  * standby, leadership lost), toIdentity invalid or this leader's own,
  * "target not seen campaigning", timeoutMs not > 0, the hand-off write
@@ -398,7 +418,7 @@ int K8sLeaseSetLogLevel(int level, char** errMsg);
  *     "election": null or {"running", "leader", "fencing_token", ...},
  *     "watching", ...}]}
  * Every field: docs/operations.md (Metrics).
- * Returns 0, or -1 (statsJson NULL).
+ * Returns 0, or -1 (statsJson NULL: an error, unlike other out-pointers).
  */
 int K8sLeaseStats(char** statsJson, char** errMsg);
 
@@ -407,7 +427,7 @@ int K8sLeaseStats(char** statsJson, char** errMsg);
  * in *text (free with K8sLeaseFree), for a host to append to its /metrics
  * (served as "text/plain; version=0.0.4"). No label holds an identity.
  * The families: docs/operations.md (Metrics).
- * Returns 0, or -1 (text NULL).
+ * Returns 0, or -1 (text NULL: an error, unlike other out-pointers).
  */
 int K8sLeaseMetrics(char** text, char** errMsg);
 
@@ -424,6 +444,11 @@ void K8sLeaseFree(void* p);
 
 #ifdef __cplusplus
 }
+#endif
+
+/* The earlier forms (k8s_lease_compat.h), unless the program opts out. */
+#ifndef K8S_LEASE_NO_COMPAT
+#include "k8s_lease_compat.h"
 #endif
 
 #endif /* K8S_LEASE_H */

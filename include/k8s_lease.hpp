@@ -4,9 +4,10 @@
 // Errors: functions throw k8s_lease::Error (a std::runtime_error carrying the
 // library's message) when the C call returns -1, except where a result type
 // says otherwise: Election::WaitElected returns std::nullopt (with the reason
-// in *why) because not being elected within a timeout is an ordinary outcome,
-// Election::WaitLost returns the reason as a string, and IsLeader never fails
-// once the Election exists. Destructors never throw.
+// in *why) because not being elected within a timeout is an ordinary outcome
+// (it still throws for an invalid timeout), Election::WaitLost returns the
+// reason as a string, and IsLeader never fails once the Election exists.
+// Destructors never throw.
 //
 // Threading: everything here may be called from any thread. HolderWatch
 // callbacks run on a library thread, one at a time per holder watch; an
@@ -16,6 +17,7 @@
 #define K8S_LEASE_HPP
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -56,6 +58,10 @@ inline const char* c(const std::string& s) { return s.c_str(); }
 inline void check(int rc, const Message& m, const char* what) {
   if (rc < 0) throw Error(std::string(what) + ": " + m.str());
 }
+
+// The longest timeout in milliseconds the library accepts (a Go
+// time.Duration's range: (2^63 - 1) ns).
+constexpr long long kMaxTimeoutMs = 9223372036854LL;
 
 // Takes a string the library returned (nullptr: "").
 inline std::string take(char* p) {
@@ -151,10 +157,15 @@ inline std::string Candidates(const std::string& ns, const std::string& lease) {
   return detail::take(json);
 }
 
-// Shutdown cancels every election (releasing) and watch of the process.
+// Shutdown cancels every election (releasing) and watch of the process,
+// waiting up to timeout (> 0; K8sLeaseShutdown takes an int, so a timeout
+// beyond INT_MAX ms, about 24.8 days, waits INT_MAX ms). Throws for a
+// timeout not > 0, and as K8sLeaseShutdown fails.
 inline void Shutdown(std::chrono::milliseconds timeout) {
+  const long long ms = timeout.count();
+  if (ms <= 0) throw Error("k8s_lease::Shutdown: invalid argument: timeoutMs: must be > 0, got " + std::to_string(ms));
   detail::Message m;
-  detail::check(K8sLeaseShutdown(static_cast<int>(timeout.count()), m.out()), m, "k8s_lease::Shutdown");
+  detail::check(K8sLeaseShutdown(ms > INT_MAX ? INT_MAX : static_cast<int>(ms), m.out()), m, "k8s_lease::Shutdown");
 }
 
 // SetLogLevel: 0 errors, 1 warnings (the default), 2 info, 3 debug, 4..12
@@ -238,11 +249,18 @@ class Election {
 
   // The fencing token once elected; std::nullopt on timeout (the candidacy
   // is then cancelled: wait on a thread rather than poll), cancel or loss,
-  // with the reason in *why.
+  // with the reason in *why. An election cancelled before the call (Cancel,
+  // a HandOff, Shutdown) reads as no such election: std::nullopt too, why
+  // "no election ...". Throws k8s_lease::Error, and the candidacy runs on,
+  // for an invalid timeout: not > 0, or above kMaxTimeoutMs (about 292
+  // years; std::chrono::milliseconds::max() is above it).
   std::optional<long long> WaitElected(std::chrono::milliseconds timeout, std::string* why = nullptr) {
     detail::Message m;
     long long token = 0;
     if (K8sLeaseWaitElectedMsId(detail::c(ns_), detail::c(lease_), id_, timeout.count(), &token, m.out()) != 0) {
+      if (timeout.count() <= 0 || timeout.count() > detail::kMaxTimeoutMs) {
+        detail::check(-1, m, "k8s_lease::Election::WaitElected");  // the library's message; throws
+      }
       if (why) *why = m.str();
       return std::nullopt;
     }
@@ -273,7 +291,10 @@ class Election {
 
   // HandOff ends this leadership and gives the lease to the candidate `to`;
   // returns once it leads, throws with the reason otherwise (see
-  // K8sLeaseHandOffId). The election is over either way.
+  // K8sLeaseHandOffId). A refused hand-off (not the leader, an invalid
+  // target or timeout, a target not seen campaigning) throws and keeps
+  // leadership as it was; once the hand-off began, the election is over
+  // whether the target took the lease or not (then it is released).
   void HandOff(const std::string& to, std::chrono::milliseconds timeout) {
     detail::Message m;
     detail::check(

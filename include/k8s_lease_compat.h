@@ -1,8 +1,11 @@
 /*
  * k8s_lease_compat.h - the rest of libk8s_lease_wrapper.so's exports:
  * earlier forms of the functions of k8s_lease.h, kept with their ABI so
- * that code written with them builds and runs unchanged. New code uses
- * k8s_lease.h alone. Each line says what a function equals there; the
+ * that code written with them builds and runs unchanged: k8s_lease.h
+ * includes this file at its end, so such code needs no change of its
+ * includes. New code may define K8S_LEASE_NO_COMPAT before including
+ * k8s_lease.h to leave these out (this file, included itself, declares
+ * them whatever that macro says). Each line says what a function equals there; the
  * contract (arguments, return codes, ownership, threads) is that
  * function's. "By name" forms act on whatever election or holder watch runs
  * on the lease now, not on one handle. Timeouts in seconds are int > 0.

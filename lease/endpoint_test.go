@@ -209,7 +209,7 @@ func TestEndpointWithdrawnBeforeTheHandOffRecord(t *testing.T) {
 	if _, err := e.WaitElected(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := e.handOff("b", time.Second, nil); err != nil {
+	if _, _, err := e.handOff("b", time.Second, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	w, h := routes.log.index("withdraw"), routes.log.index("hand-off")

@@ -49,3 +49,12 @@ var (
 func panicError(p any) error {
 	return fmt.Errorf("%w: panic: %v\n%s", ErrInternal, p, debug.Stack())
 }
+
+// logPanic, deferred first thing on a goroutine the library starts on its
+// own, logs a panic there (ErrInternal, with its stack; what: what the
+// goroutine did) instead of letting it kill the host.
+func logPanic(what string) {
+	if p := recover(); p != nil {
+		logf(LevelError, "%s: %v", what, panicError(p))
+	}
+}

@@ -63,7 +63,9 @@ const HandOffFailedAnnotation = "k8s-lease.io/hand-off-failed"
 // HandOff ends this process's leadership of ns/name and hands the lease to
 // the candidate identity to, then waits until to leads (nil) or timeout
 // passes: the lease is then released normally, so that any candidate may
-// take it, and ErrHandOffTimeout is returned. The election on the lease is
+// take it, and ErrHandOffTimeout is returned. timeout bounds only that
+// wait: the hand-off record's write, and the release should it fail, get
+// the renew deadline (at most the request timeout) whatever timeout is. The election on the lease is
 // over either way (WaitLost returns nil, as after a cancel). A target with
 // no live candidate record is refused before anything changes (when the
 // record can be read at all).
@@ -106,16 +108,43 @@ func (m *Manager) HandOffID(ns, name string, id int64, to string, timeout time.D
 	if err := m.requireCampaigning(key, to, false, term{}, time.Time{}, requestTimeout); err != nil {
 		return err
 	}
-	ending, ok := m.claimEnd(e, true)
+	// Registered, not forgotten yet: the election leaves the registry, as
+	// a cancel's does, only if this hand-off ends it (forget). One that
+	// ended meanwhile (a loss during the check above, a hand-off of the
+	// library's own) stays registered, ended, so that WaitLost by its id
+	// still tells why.
+	ending, ok := m.claimEnd(e)
 	if !ok {
 		return fmt.Errorf("hand off lease %s: %w (the election ended meanwhile)", key, ErrNotLeader)
 	}
+	within := min(e.timing.RenewDeadline, requestTimeout) // the write's; timeout is the target's
 	err := func() error {
 		defer m.endDone(ending)
-		return m.handOffElection(e, to, min(timeout, e.timing.RenewDeadline, requestTimeout), timeout, nil)
+		defer func() {
+			if p := recover(); p != nil {
+				// As endElection: a claimed election is cancelled, or it
+				// might lead on with the host told the call failed.
+				_ = e.CancelWithin(within)
+				if e.endReason() == nil {
+					m.forget(e)
+				}
+				panic(p)
+			}
+		}()
+		return m.handOffElection(e, to, within, timeout, nil, func() { m.forget(e) })
 	}()
 	e.awaitEndWrites() // the host may exit when HandOff returns
 	return err
+}
+
+// forget removes e from the running elections if it is still there: ended
+// by the host (a hand-off), as a cancel removes it.
+func (m *Manager) forget(e *Election) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.elections.running[e.key] == e {
+		delete(m.elections.running, e.key)
+	}
 }
 
 // requireCampaigning refuses a target with no live candidate record (one
@@ -153,10 +182,12 @@ func (m *Manager) requireCampaigning(key Key, to string, strict bool, t term, fa
 }
 
 // handOffElection hands e's lease to to, its record written within
-// writeWithin, and waits up to wait for it to lead. reason is what
-// WaitLost reports: nil when the host asked for the hand-off. The caller
-// has registered the end of e (claimEnd), so that Shutdown waits for it.
-func (m *Manager) handOffElection(e *Election, to string, writeWithin, wait time.Duration, reason error) error {
+// writeWithin (also the release should the write fail), and waits up to
+// wait for it to lead. reason is what WaitLost reports: nil when the host
+// asked for the hand-off. ended (nil: none) is called as this call ends
+// the election, if it does. The caller has registered the end of e
+// (claimEnd), so that Shutdown waits for it.
+func (m *Manager) handOffElection(e *Election, to string, writeWithin, wait time.Duration, reason error, ended func()) error {
 	key := e.key
 	client, err := m.client()
 	if err != nil {
@@ -165,14 +196,18 @@ func (m *Manager) handOffElection(e *Election, to string, writeWithin, wait time
 	// A share of the observer of our own, taken before the election gives
 	// up its share: the observer then resumes (it pauses while we lead) and
 	// shows the target taking the lease.
-	m.mu.Lock()
-	obs := m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
-	m.mu.Unlock()
+	var obs *observer
+	func() {
+		m.mu.Lock()
+		defer m.mu.Unlock() // also on a panic: the Manager would be locked for ever
+		injectPanic("handoff")
+		obs = m.acquireObserverLocked(client, key, watchLife(0, client.FindsDeadConnections()), true)
+	}()
 	defer m.releaseObserver(key)
 	notify := obs.subscribe()
 	defer obs.unsubscribe(notify)
 
-	handed, written, err := e.handOff(to, writeWithin, reason)
+	handed, written, err := e.handOff(to, writeWithin, reason, ended)
 	if err != nil {
 		return err // its Event is recorded
 	}
@@ -265,13 +300,13 @@ func (m *Manager) handOffOnItsOwn(e *Election, to, why string) bool {
 		logf(LevelInfo, "lease %s: not handing off to %s (%s): %v", e.key, to, why, err)
 		return false
 	}
-	ending, ok := m.claimEnd(e, false) // it stays registered, ended, as after a loss
+	ending, ok := m.claimEnd(e) // it stays registered, ended, as after a loss
 	if !ok {
 		return false // cancelled or shut down meanwhile
 	}
 	defer m.endDone(ending)
 	reason := fmt.Errorf("%w to %s (%s)", ErrHandedOff, to, why)
-	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, requestTimeout), ownHandOffWait(e.timing), reason)
+	err := m.handOffElection(e, to, min(e.timing.RenewDeadline, requestTimeout), ownHandOffWait(e.timing), reason, nil)
 	if err != nil {
 		logf(LevelWarning, "lease %s: hand-off to %s (%s): %v", e.key, to, why, err)
 	}
@@ -371,7 +406,10 @@ func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 		return
 	}
 	e.handoff.preferredTried, e.handoff.preferredAt = to, now
-	go e.handoff.hook(to, "the preferred holder")
+	go func() {
+		defer logPanic(fmt.Sprintf("lease %s: hand-off to the preferred holder %s", e.key, to))
+		e.handoff.hook(to, "the preferred holder")
+	}()
 }
 
 // yieldToNewer follows the candidate records while this election leads
@@ -380,6 +418,7 @@ func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 // yielding while one is named. Its own goroutine; it ends with the
 // leadership.
 func (e *Election) yieldToNewer() {
+	defer logPanic(fmt.Sprintf("lease %s: following the candidates to yield to a newer version", e.key))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	retry := newBackoff(time.Second, 30*time.Second)
@@ -425,12 +464,16 @@ func (e *Election) yieldToNewer() {
 // leading election hands off. When the record cannot be written, the
 // lease is released instead if it can be, and the Event of the end is
 // recorded; after a hand-off record, the caller records it once the
-// target took the lease or not.
-func (e *Election) handOff(to string, timeout time.Duration, reason error) (handed record, written *coordinationv1.Lease, err error) {
+// target took the lease or not. ended (nil: none) is called as the
+// leadership ends here, if it does.
+func (e *Election) handOff(to string, timeout time.Duration, reason error, ended func()) (handed record, written *coordinationv1.Lease, err error) {
 	err = fmt.Errorf("hand off lease %s: %w (already ended)", e.key, ErrNotLeader)
 	e.ending.once.Do(func() {
 		e.boundWithdrawal(timeout)
 		endedHere := e.end(reason) // false: lost meanwhile, nothing of ours to hand off
+		if endedHere && ended != nil {
+			ended()
+		}
 		e.ending.cancel()
 		<-e.ending.runDone
 		e.mu.Lock()

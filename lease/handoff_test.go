@@ -1178,3 +1178,123 @@ func TestHandOffRegressionUnreadableRecordRefusesOwnHandOffs(t *testing.T) {
 		t.Fatalf("%d hand-offs to a preferred holder whose record cannot be read; want none", n)
 	}
 }
+
+// slowLeaseUpdates answers every update of Lease "l", once armed, after
+// latency, or with its context's error when that ends first: a slow API
+// server (the update does not land then).
+type slowLeaseUpdates struct {
+	kubeapi.Client
+	armed   atomic.Bool
+	latency time.Duration
+}
+
+func (c *slowLeaseUpdates) Leases(ns string) kubeapi.Leases {
+	return slowLeaseUpdatesLeases{c.Client.Leases(ns), c}
+}
+
+type slowLeaseUpdatesLeases struct {
+	kubeapi.Leases
+	c *slowLeaseUpdates
+}
+
+func (l slowLeaseUpdatesLeases) Update(ctx context.Context, x *coordinationv1.Lease, o metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if x.Name == "l" && l.c.armed.Load() {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(l.c.latency):
+		}
+	}
+	return l.Leases.Update(ctx, x, o)
+}
+
+// HandOff's timeout is how long to wait for the target: it bounds neither
+// the hand-off record's write nor the release after it. With a timeout of
+// a few milliseconds and an API server slower than that, the lease is
+// handed off or released, never left held (for a lease duration, with no
+// leader) by a leader that stepped down.
+func TestHandOffTimeoutBoundsOnlyTheWaitForTheTarget(t *testing.T) {
+	client := fake.NewClientset()
+	slowA := &slowLeaseUpdates{Client: clientsetapi.Wrap(client), latency: 100 * time.Millisecond}
+	a, b := processOn(t, slowA), process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.RunElection("ns", "l", "b", unitTiming); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "b has recorded its candidacy", func() bool {
+		cs, err := a.Candidates("ns", "l")
+		return err == nil && len(cs) == 2
+	})
+	slowA.armed.Store(true)
+	err = a.HandOff("ns", "l", "b", 5*time.Millisecond)
+	t.Logf("HandOff(5 ms) on a 100 ms API server = %v", err)
+	if errors.Is(err, errReleaseFailed) {
+		t.Fatalf("the timeout for the target bounded the release too: %v", err)
+	}
+	if r := currentLease(t, client); r.heldBy("a", ea.incarnation) {
+		t.Fatalf("the lease is still held by the leader that stepped down: %+v", r)
+	}
+}
+
+// A hand-off that finds the election ended meanwhile (lost while the
+// target's candidate record was being read) leaves it registered, ended,
+// as a loss does: the election, looked up by its id, still reports why
+// leadership was lost.
+func TestHandOffRegressionLossDuringTheTargetCheckIsKept(t *testing.T) {
+	fc := fake.NewClientset()
+	enforceResourceVersions(fc)
+	var armed atomic.Bool
+	getting, proceed := make(chan struct{}), make(chan struct{})
+	client := hooked{Clientset: fc, beforeGet: func(name string) {
+		if name == candidateRecordName("l", "b") && armed.CompareAndSwap(true, false) {
+			close(getting)
+			<-proceed
+		}
+	}}
+	a := process(t, client)
+	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ea.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaseRecords(clientsetapi.Wrap(fc)).Put(t.Context(), "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- a.HandOffID("ns", "l", ea.ID(), "b", time.Second) }()
+	receive(t, getting, 5*time.Second, "the read of b's candidate record")
+	// Another writer takes the lease meanwhile: a loses it.
+	for {
+		l, err := fc.CoordinationV1().Leases("ns").Get(t.Context(), "l", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err = fc.CoordinationV1().Leases("ns").Update(t.Context(), clientGoWrite(l, "x", time.Now()), metav1.UpdateOptions{}); err == nil {
+			break
+		} else if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 5*time.Second, "a lost the lease", ea.Ended)
+	close(proceed)
+	err = receive(t, done, 10*time.Second, "HandOffID's answer")
+	if !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("HandOffID after the loss = %v, want %v", err, ErrNotLeader)
+	}
+	got := a.ElectionID("ns", "l", ea.ID())
+	if got == nil {
+		t.Fatal("the failed hand-off forgot the lost election: WaitLost by its id cannot tell why leadership was lost")
+	}
+	if err := got.WaitLost(); !errors.Is(err, ErrLeaseTaken) {
+		t.Fatalf("WaitLost = %v, want %v", err, ErrLeaseTaken)
+	}
+}

@@ -273,18 +273,15 @@ func (m *Manager) CancelElectionID(ns, name string, id int64) error {
 }
 
 // claimEnd registers the end of e (a hand-off), in the same step, under
-// m.mu, as it checks that e is still the running election on its lease and
-// (with forget) removes it, as a cancel does: Shutdown then finds e either
-// running, which it ends, or ending, which it waits for, never neither.
-// endDone ends the registration.
-func (m *Manager) claimEnd(e *Election, forget bool) (ending chan struct{}, ok bool) {
+// m.mu, as it checks that e is still the running election on its lease:
+// Shutdown then finds e running, which it ends, and ending, which it waits
+// for. A hand-off the host asked for removes e, as a cancel does, once it
+// ends it (forget). endDone ends the registration.
+func (m *Manager) claimEnd(e *Election) (ending chan struct{}, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.elections.running[e.key] != e {
 		return nil, false
-	}
-	if forget {
-		delete(m.elections.running, e.key)
 	}
 	return m.beginEndLocked(e), true
 }
@@ -322,7 +319,7 @@ func (m *Manager) endElection(e *Election, timeout time.Duration) error {
 		start := m.clock.Now()
 		if to, ok := m.bestOtherCandidate(e, timeout); ok && ValidateIdentity(to) == nil {
 			if left := min(timeout-m.clock.Since(start), ownHandOffWait(e.timing)); left > 0 {
-				err := m.handOffElection(e, to, timeout, left, nil) // the caller registered e's end
+				err := m.handOffElection(e, to, timeout, left, nil, nil) // the caller registered e's end
 				switch {
 				case err == nil:
 					return nil

@@ -11,7 +11,8 @@ import "os"
 // goroutine), "watch" (before a holder callback), "list" (the Lease watch's
 // list), "event" (a Lease watch event), "renew" (a renewal's goroutine),
 // "release" (the release after a cancel, also on Shutdown's goroutines),
-// "publish" (a write of the leader's endpoint, K8sLeasePublishEndpoint).
+// "publish" (a write of the leader's endpoint, K8sLeasePublishEndpoint),
+// "handoff" (a hand-off as it begins, the Manager's lock held).
 func injectPanic(point string) {
 	if os.Getenv("K8S_LEASE_PANIC_AT") == point {
 		panic("injected panic at " + point)

@@ -6,13 +6,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 )
 
 // With -tags k8s_lease_panic_inject, a panic injected at each point inside
@@ -145,4 +149,95 @@ func awaitLog(t *testing.T, logs func() string, want string) {
 	if !waitUntil(5*time.Second, func() bool { return strings.Contains(logs(), want) }) {
 		t.Fatalf("no error logged for the panic (want %q); logs: %s", want, logs())
 	}
+}
+
+// A panic inside a hand-off (injected as it begins, with the Manager's
+// lock held: "handoff"). An explicit hand-off has already taken the
+// election out of the registry: the panic reaches its caller (the cgo
+// guard makes it -1) only after the election is cancelled and the lock
+// given back, or the election would renew for ever with nothing left to
+// cancel it. A hand-off the library makes on its own (the preferred
+// holder) runs on a goroutine of its own, where the panic is logged.
+func TestInjectedPanicInAHandOff(t *testing.T) {
+	var mu sync.Mutex
+	var logs strings.Builder
+	SetLogSink(func(_ Level, msg string) { mu.Lock(); logs.WriteString(msg + "\n"); mu.Unlock() })
+	t.Cleanup(func() { SetLogSink(nil) })
+	// Not process(): a Manager whose lock stays held cannot shut down.
+	manager := func(fc *fake.Clientset) *Manager {
+		m := NewManager(clock.RealClock{})
+		m.SetClient(clientsetapi.Wrap(fc))
+		m.SetEvents(false)
+		return m
+	}
+	leader := func(t *testing.T, m *Manager) *Election {
+		e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.WaitElected(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	lockFree := func(m *Manager) bool {
+		if m.mu.TryLock() {
+			m.mu.Unlock()
+			return true
+		}
+		return false
+	}
+	t.Run("explicit", func(t *testing.T) {
+		fc := fake.NewClientset()
+		enforceResourceVersions(fc)
+		m := manager(fc)
+		e := leader(t, m)
+		if _, err := leaseRecords(clientsetapi.Wrap(fc)).Put(t.Context(), "ns", "l", Candidate{Identity: "b", RenewTime: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("K8S_LEASE_PANIC_AT", "handoff")
+		p := func() (p any) {
+			defer func() { p = recover() }()
+			err := m.HandOff("ns", "l", "b", time.Second)
+			t.Errorf("HandOff returned %v instead of panicking", err)
+			return nil
+		}()
+		t.Setenv("K8S_LEASE_PANIC_AT", "")
+		if !strings.Contains(fmt.Sprint(p), "injected panic at handoff") {
+			t.Fatalf("HandOff's panic: %v", p)
+		}
+		eventually(t, 5*time.Second, "the Manager's lock given back", func() bool { return lockFree(m) })
+		eventually(t, 5*time.Second, "the election ended", e.Ended)
+		if err := e.WaitLost(); err != nil {
+			t.Fatalf("WaitLost = %v, want nil (cancelled)", err)
+		}
+		if r := currentLease(t, fc); r.holder != "" {
+			t.Fatalf("the lease after the panic: %+v, want it released", r)
+		}
+		if err := m.Shutdown(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("on its own", func(t *testing.T) {
+		fc := fake.NewClientset()
+		enforceResourceVersions(fc)
+		m := manager(fc)
+		e := leader(t, m)
+		// A record that names every term: the preferred holder is handed
+		// the lease at once.
+		if _, err := leaseRecords(clientsetapi.Wrap(fc)).Put(t.Context(), "ns", "l", Candidate{Identity: "ghost", RenewTime: time.Now(), SeenToken: math.MaxInt32}); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("K8S_LEASE_PANIC_AT", "handoff")
+		annotateLease(t, fc, PreferredHolderAnnotation, "ghost")
+		awaitLog(t, func() string { mu.Lock(); defer mu.Unlock(); return logs.String() }, "injected panic at handoff")
+		t.Setenv("K8S_LEASE_PANIC_AT", "")
+		eventually(t, 5*time.Second, "the Manager's lock given back", func() bool { return lockFree(m) })
+		if e.Ended() {
+			t.Log("the election ended after the panic")
+		}
+		if err := m.Shutdown(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

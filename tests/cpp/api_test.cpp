@@ -120,6 +120,12 @@ TEST(Api, NoElectionAnswers) {
   EXPECT_EQ(K8sLeaseCancelWatch(S(ns), S(l), err.out()), 0) << err.str();
   ExpectError(K8sLeaseWaitElected(S(ns), S(l), 1, nullptr, err.out()), err, "no election");
   ExpectError(K8sLeaseWaitElectedMsId(S(ns), S(l), 1, 1000, nullptr, err.out()), err, "no election");
+  token = 9;  // zeroed on error too, as every out-parameter
+  ExpectError(K8sLeaseWaitElectedMsId(S(ns), S(l), 1, 1000, &token, err.out()), err, "no election");
+  EXPECT_EQ(token, 0);
+  token = 9;
+  ExpectError(K8sLeaseWaitElectedMsId(S(ns), S(l), 1, 0, &token, err.out()), err, "timeoutMs: must be > 0");
+  EXPECT_EQ(token, 0);
   ExpectError(K8sLeaseHandOffId(S(ns), S(l), 1, S("b"), 1000, err.out()), err, "not the leader");
 }
 

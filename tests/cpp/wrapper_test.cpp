@@ -173,3 +173,31 @@ TEST(Wrapper, LoggerStatsAndMetrics) {
   EXPECT_NE(k8s_lease::Stats().find("\"name\":\"" + l + "\""), std::string::npos);
   EXPECT_NE(k8s_lease::Metrics().find("k8s_lease_goroutines"), std::string::npos);
 }
+
+// WaitElected's invalid arguments are errors, not a timeout that
+// cancelled the candidacy: it throws, and the election runs on.
+TEST(Wrapper, WaitElectedThrowsOnInvalidArguments) {
+  std::string l = UniqueLease("waitargs");
+  k8s_lease::Election e(kNamespace, l, "args-a", kFast);
+  for (auto bad : {0ms, -5ms, std::chrono::milliseconds::max()}) {
+    try {
+      std::string why;
+      auto t = e.WaitElected(bad, &why);
+      ADD_FAILURE() << "WaitElected(" << bad.count() << " ms) did not throw: "
+                    << (t ? "elected" : "nullopt, why: " + why);
+    } catch (const k8s_lease::Error& err) {
+      EXPECT_NE(std::string(err.what()).find("timeoutMs"), std::string::npos) << err.what();
+    }
+  }
+  auto token = e.WaitElected(10s);
+  ASSERT_TRUE(token.has_value()) << "an invalid WaitElected cancelled the candidacy";
+  EXPECT_TRUE(e.IsLeader());
+}
+
+// Shutdown's timeout is not truncated to an int: 2^32 ms is a long wait,
+// not 0 ms (refused), and -(2^32) + 5 ms is refused, not 5 ms.
+TEST(Wrapper, ShutdownDoesNotTruncateItsTimeout) {
+  EXPECT_NO_THROW(k8s_lease::Shutdown(std::chrono::milliseconds(1LL << 32)));
+  EXPECT_THROW(k8s_lease::Shutdown(std::chrono::milliseconds(-(1LL << 32) + 5)), k8s_lease::Error);
+  EXPECT_THROW(k8s_lease::Shutdown(0ms), k8s_lease::Error);
+}

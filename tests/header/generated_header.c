@@ -26,6 +26,18 @@ typedef char* in_str;
 typedef void (*holder_change_cb_t)(void* ctx, const char* holder, size_t holderSize, int64_t fencingToken);
 typedef void (*k8s_lease_log_cb_t)(void* ctx, int level, const char* msg, size_t msgSize);
 
+/* The policy flags of include/k8s_lease.h, in the headers that declare
+ * K8sLeaseRunElectionWith: the hand-written one, and the generated one
+ * (the cgo preamble; capi's export header has no preamble of ours). */
+#ifndef K8S_LEASE_CHECK_CAPI
+#if !defined(K8S_LEASE_POLICY_HANDOFF_ON_CANCEL) || !defined(K8S_LEASE_POLICY_YIELD_TO_NEWER)
+#error "the K8S_LEASE_POLICY_* flags are not defined"
+#endif
+#if K8S_LEASE_POLICY_HANDOFF_ON_CANCEL != 1 || K8S_LEASE_POLICY_YIELD_TO_NEWER != 2
+#error "the K8S_LEASE_POLICY_* flags differ from include/k8s_lease.h's"
+#endif
+#endif
+
 struct k8s_lease_functions {
   int (*init)(char**);
   int (*run_election)(in_str, in_str, in_str, int, int, int, char**);
