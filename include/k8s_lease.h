@@ -355,7 +355,9 @@ int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJ
  * Returns 0, or -1 with the reason: not the leader (no such election, a
  * standby, leadership lost), toIdentity invalid or this leader's own,
  * "target not seen campaigning", timeoutMs not > 0, the hand-off write
- * failed (the lease is then released), "the lease changed before the
+ * failed (the lease is then released; should that release fail too, a
+ * write whose answer was lost may still have handed it over), "the lease
+ * changed before the
  * target took it", "hand-off timed out ... the lease is released".
  */
 int K8sLeaseHandOffId(const char* ns, const char* leaseName, k8s_lease_election electionId, const char* toIdentity,

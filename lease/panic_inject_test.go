@@ -152,11 +152,11 @@ func awaitLog(t *testing.T, logs func() string, want string) {
 }
 
 // A panic inside a hand-off (injected as it begins, with the Manager's
-// lock held: "handoff"). An explicit hand-off has already taken the
-// election out of the registry: the panic reaches its caller (the cgo
-// guard makes it -1) only after the election is cancelled and the lock
-// given back, or the election would renew for ever with nothing left to
-// cancel it. A hand-off the library makes on its own (the preferred
+// lock held: "handoff"). An explicit hand-off has already claimed the
+// election (its end is registered): the panic reaches its caller (the cgo
+// guard makes it -1) only after the election is cancelled, taken out of
+// the registry and the lock given back, or the election would renew for
+// ever with nothing left to cancel it. A hand-off the library makes on its own (the preferred
 // holder) runs on a goroutine of its own, where the panic is logged.
 func TestInjectedPanicInAHandOff(t *testing.T) {
 	var mu sync.Mutex
