@@ -17,14 +17,11 @@
  *   6. Operate   K8sLeaseSetLogger, K8sLeaseSetLogLevel, K8sLeaseStats,
  *                K8sLeaseMetrics
  *   7. Free      K8sLeaseFree
- * The library exports more: earlier forms of these (timeouts in seconds,
- * calls by lease name) and K8sLeaseStandalone, declared in
- * k8s_lease_compat.h, which this header includes at its end so that code
- * written against its earlier versions builds unchanged; define
- * K8S_LEASE_NO_COMPAT before including it to declare the functions above
- * only. What a deployment needs around the calls (RBAC,
- * kubectl, candidate records, the preferred holder, policies, feature
- * gates) is in docs/operations.md.
+ * The earlier forms (timeouts in seconds, calls by lease name) and
+ * K8sLeaseStandalone are in k8s_lease_compat.h, included at the end so that
+ * earlier code builds unchanged (define K8S_LEASE_NO_COMPAT to leave them
+ * out). What a deployment needs around the calls (RBAC, kubectl, candidate
+ * records, the preferred holder, policies, feature gates): docs/operations.md.
  *
  * The header cgo generates beside the library (libk8s_lease_wrapper.h)
  * declares every export with `char*` where this one has `const char*`: the
@@ -38,9 +35,8 @@
  *     no message is made.
  *   - Every pointer may be NULL without crashing: a NULL string argument is
  *     an error ("invalid argument: <argument>: must not be NULL"), a NULL
- *     out-pointer is not written. Except the out-pointer that is the whole
- *     result of K8sLeaseCandidates (candidatesJson), K8sLeaseStats
- *     (statsJson) and K8sLeaseMetrics (text): NULL there is an error.
+ *     out-pointer is not written, except the whole result of
+ *     K8sLeaseCandidates, K8sLeaseStats and K8sLeaseMetrics (an error).
  *     Out-parameters are zeroed (0, NULL) first, so they read so on error.
  *   - A lease is (ns, leaseName): ns a DNS-1123 label, leaseName a DNS-1123
  *     subdomain, checked before any network call. An election is named by
@@ -345,19 +341,16 @@ int K8sLeaseCandidates(const char* ns, const char* leaseName, char** candidatesJ
  * timeoutMs (> 0) passes: the lease is then released for anyone. No other
  * candidate takes the lease meanwhile (at most this leader's lease
  * duration). The election ends either way, as by a cancel (WaitLost
- * returns 0). timeoutMs is only how long to wait for the target; with
- * D = min(renewDeadline, 10 s) the call blocks, in all, for the check of
- * the target's record (one request, at most 10 s), the answer to a renewal
- * on its way, a published endpoint's withdrawal (at most D/2), the
- * hand-off write (at most D; should it fail, the release, at most D more),
- * timeoutMs, and then the release (at most D). How it works:
- * docs/operations.md.
+ * returns 0). timeoutMs bounds only the wait for the target; in all it
+ * blocks at most 10 s (the target's record) + D/2 (an endpoint's
+ * withdrawal) + D (the write; if it fails, D more for the release) +
+ * timeoutMs + D (the release), D = min(renewDeadline, 10 s), and a
+ * renewal's answer on its way. How it works: docs/operations.md.
  * Returns 0, or -1 with the reason: not the leader (no such election, a
  * standby, leadership lost), toIdentity invalid or this leader's own,
  * "target not seen campaigning", timeoutMs not > 0, the hand-off write
- * failed (the lease is then released; should that release fail too, a
- * write whose answer was lost may still have handed it over), "the lease
- * changed before the
+ * failed (the lease is then released; if that fails too, a write whose
+ * answer was lost may have handed it over), "the lease changed before the
  * target took it", "hand-off timed out ... the lease is released".
  */
 int K8sLeaseHandOffId(const char* ns, const char* leaseName, k8s_lease_election electionId, const char* toIdentity,
