@@ -64,6 +64,11 @@ func (e *Election) lead() error {
 	results := make(chan renewal, maxRenewalsInFlight) // senders never block
 	p := pipeline{}
 	settle := func(r renewal) error {
+		if p.givenUp(r) && r.err != nil {
+			p.forget(r.sent)
+			renew.Reset(0) // its cancel's doing, no news of the API server: a fresh one now
+			return nil
+		}
 		p.done(r, e.clock.Now())
 		if r.err != nil {
 			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
@@ -127,10 +132,22 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 			renew.Reset(next.Sub(now))
 		}
 	}
+	// A full pipeline with no answer since its oldest renewal was sent,
+	// which is late: the renewals hang behind the API server (an etcd
+	// member frozen: the requests it routed there wait, later ones would
+	// go to live members) and would hold the pipeline until their
+	// deadlines. The oldest is given up (cancelled; it may land all the
+	// same, which harms nothing); once its cancel is answered, a fresh one
+	// goes out in its place. An API server that is merely slow answers
+	// now and then: nothing is given up.
+	if len(p.sent) >= maxRenewalsInFlight && p.lastAnswer.Before(p.sent[0]) &&
+		now.Sub(p.sent[0]) >= max(pipelineAfter(e.timing), e.timing.RetryPeriod) {
+		p.giveUpOldest()
+	}
 	switch {
 	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
 	case len(p.sent) == 0 && p.inline(e.timing):
-		p.sent = append(p.sent, now)
+		p.sent, p.cancels = append(p.sent, now), append(p.cancels, nil)
 		r, slow := e.renewInline(ctx, patch, now)
 		if !slow {
 			reason = settle(r)
@@ -148,8 +165,13 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		}
 		renew.Reset(0)
 	default:
+		rctx, cancel := context.WithCancel(ctx)
 		p.sent = append(p.sent, now)
-		renewers.Go(func() { e.sendRenewal(ctx, patch, now, results) })
+		p.cancels = append(p.cancels, cancel)
+		renewers.Go(func() {
+			defer cancel()
+			e.sendRenewal(rctx, patch, now, results)
+		})
 	}
 	return reason
 }
@@ -208,8 +230,38 @@ const maxRenewalsInFlight = 4
 // pipeline tracks the renewals in flight and the latency seen, and decides
 // when to send one more.
 type pipeline struct {
-	sent    []time.Time // send times of the renewals in flight, oldest first
+	sent    []time.Time          // send times of the renewals in flight, oldest first
+	cancels []context.CancelFunc // theirs, nil for the one on the leading goroutine
 	latency time.Duration
+	// lastAnswer: when the last answer came (a given-up renewal's cancel
+	// is none); givenUpAt: the renewals given up, counted in sent until
+	// their answers come.
+	lastAnswer time.Time
+	givenUpAt  map[time.Time]bool
+}
+
+// giveUpOldest cancels the oldest renewal in flight not given up yet.
+func (p *pipeline) giveUpOldest() {
+	for i, sent := range p.sent {
+		if p.givenUpAt[sent] || i >= len(p.cancels) || p.cancels[i] == nil {
+			continue
+		}
+		if p.givenUpAt == nil {
+			p.givenUpAt = map[time.Time]bool{}
+		}
+		p.givenUpAt[sent] = true
+		p.cancels[i]()
+		return
+	}
+}
+
+// givenUp reports whether r answers a renewal given up, and forgets it.
+func (p *pipeline) givenUp(r renewal) bool {
+	if !p.givenUpAt[r.sent] {
+		return false
+	}
+	delete(p.givenUpAt, r.sent)
+	return true
 }
 
 // shouldSend: always when nothing is in flight; beside renewals in flight
@@ -253,14 +305,23 @@ func pipelineAfter(t Timing) time.Duration {
 }
 
 func (p *pipeline) done(r renewal, now time.Time) {
-	for i, s := range p.sent {
-		if s.Equal(r.sent) {
-			p.sent = append(p.sent[:i], p.sent[i+1:]...)
-			break
-		}
-	}
+	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
+	}
+	p.lastAnswer = now
+}
+
+// forget stops counting the renewal sent at sent as in flight.
+func (p *pipeline) forget(sent time.Time) {
+	for i, s := range p.sent {
+		if s.Equal(sent) {
+			p.sent = append(p.sent[:i], p.sent[i+1:]...)
+			if i < len(p.cancels) {
+				p.cancels = append(p.cancels[:i], p.cancels[i+1:]...)
+			}
+			return
+		}
 	}
 }
 

@@ -680,3 +680,35 @@ func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
 		}
 	}
 }
+
+// Renewals that hang at the API server, not on the connection (an etcd
+// member frozen: the API server still answers, but the requests it routed
+// to that member wait), fill the pipeline; renewals sent later would be
+// answered (etcd elected another leader, the next requests go to live
+// members). A full pipeline whose oldest renewal is late gives it up and
+// sends a fresh one, so that the hung ones cannot hold the term until its
+// deadline. Here every renewal sent in a window hangs (nothing is silent
+// to close: no redialer), those after it are answered: the leader keeps
+// its lease.
+func TestAFullPipelineOfHungRenewalsMakesRoomForAFreshOne(t *testing.T) {
+	client := fake.NewClientset()
+	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
+	obs := newObserver(hung, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, hung, obs, clock.RealClock{}, stats, func() bool { return false })
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	renewed := statsOf(stats).Election.Renewals
+	hung.hang.Store(hung.calls.Load() + 1 + maxRenewalsInFlight) // the inline one, then a full pipeline
+	eventually(t, 10*time.Second, "a renewal answered after the hung ones", func() bool {
+		return hung.calls.Load() > hung.hang.Load() && statsOf(stats).Election.Renewals > renewed || e.Ended()
+	})
+	if ok, _, _ := e.IsLeader(); !ok {
+		t.Fatalf("the leader lost its lease to renewals that hung: %+v", statsOf(stats).Election)
+	}
+}
