@@ -63,7 +63,7 @@ func TestNewPage(t *testing.T) {
 	if !slices.Equal(updated, []string{"handoff", "scale"}) {
 		t.Errorf("updated %v", updated)
 	}
-	want := runA.line() + "\n\n" + table(rowsOf(12.5, "handoff"))
+	want := runA.line() + "\n\n" + table(rowsOf(12.5, "handoff")) + pictureLink("handoff")
 	if got := tableOf(t, page, "handoff"); got != want {
 		t.Errorf("table of handoff:\n%s\nwant:\n%s", got, want)
 	}
