@@ -740,7 +740,8 @@ func TestHARivalsNoisyTenant(t *testing.T) {
 // After single-member faults end, a process of ours holds what it held
 // before: one connection (the ones closed as silent are gone, no second
 // one kept), and as many goroutines as before (none left waiting on a
-// dead connection, a relist or a round). In this test process, alone (not
+// dead connection, a relist or a round: none beyond the few that come and
+// go). In this test process, alone (not
 // parallel: the goroutines counted are the whole process's), an election
 // and a holder watch of another Lease, through the load balancer; each API
 // server frozen in turn for the renew deadline + 2 s (one of them has the
@@ -791,17 +792,22 @@ func TestHAFaultsLeaveNoConnectionOrGoroutineBehind(t *testing.T) {
 	if ok, _, _ := e.IsLeader(); !ok {
 		t.Fatal("the election lost its lease to the faults")
 	}
+	// Goroutines that come and go whatever the faults did may be counted
+	// then: an idle renewal worker (it ends 5 s after its last job), an
+	// HTTP/2 stream or connection of a request in flight. Two of them at
+	// most; one left per round of either fault would be more.
+	const comeAndGo = 2
 	var conns, now int
 	deadline := time.Now().Add(haTiming.lease + 10*time.Second)
 	for {
 		conns, now = kube.Connections(), runtime.NumGoroutine()
-		if conns == 1 && now <= goroutines {
+		if conns == 1 && now <= goroutines+comeAndGo {
 			break
 		}
 		if time.Now().After(deadline) {
 			buf := make([]byte, 1<<20)
-			t.Fatalf("%v after the faults: %d connection(s) (want 1), %d goroutines (want at most %d, as before); goroutines:\n%s",
-				haTiming.lease+10*time.Second, conns, now, goroutines, buf[:runtime.Stack(buf, true)])
+			t.Fatalf("%v after the faults: %d connection(s) (want 1), %d goroutines (want at most %d, as before, and %d that come and go); goroutines:\n%s",
+				haTiming.lease+10*time.Second, conns, now, goroutines, comeAndGo, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
