@@ -154,7 +154,12 @@ func writeSVG(w io.Writer, start, end time.Time, events []event, marks []mark, g
 	for _, s := range terms {
 		fmt.Fprintf(&b, `<rect class="term" x="%.1f" y="%.1f" width="%.1f" height="20" fill="#2e7d32"/>`+"\n",
 			x(s.from), y(s.identity)+10, max(x(s.to)-x(s.from), 1))
-		fmt.Fprintf(&b, `<text class="term-label" x="%.1f" y="%.1f" fill="white">%s</text>`+"\n", x(s.from)+4, y(s.identity)+25, html.EscapeString(s.label))
+		// Inside the bar when it fits (about 8 px a character), else after it.
+		lx, fill := x(s.from)+4, "white"
+		if x(s.to)-x(s.from) < 8*float64(len(s.label))+8 {
+			lx, fill = max(x(s.to), x(s.from)+1)+4, "#2e7d32"
+		}
+		fmt.Fprintf(&b, `<text class="term-label" x="%.1f" y="%.1f" fill="%s">%s</text>`+"\n", lx, y(s.identity)+25, fill, html.EscapeString(s.label))
 	}
 	for _, m := range marks {
 		color := map[string]string{"SIGKILL": "#c62828", "SIGTERM": "#ef6c00"}[m.what]
