@@ -116,7 +116,7 @@ var pageSections = []pageSection{
 	{name: "member-faults-5s", title: "One control-plane member's faults, ours and client-go, 5/4/1 s", writtenBy: "make ha-rivals", read: "" +
 		"Written by `make ha-rivals` (`TestHARivalsSingleMemberFaults` in tests/fault, every member's " +
 		"faults; `make test` runs both API servers frozen, API server 1 killed, the rolling restart and " +
-		"the etcd leader frozen, and requires ours to lose no term), not by `make bench`. " +
+		"the etcd leader frozen, beside the other beds, and requires clean histories), not by `make bench`. " +
 		"On the HA bed (three etcd members, two API servers behind the load balancer, round-robin per " +
 		"connection), three of ours campaign on one Lease and three plain client-go electors " +
 		"(`tests/fault/clientgocandidate`: `LeaderElector` on a `LeaseLock`, configured as " +
@@ -135,7 +135,7 @@ var pageSections = []pageSection{
 		"The faults of the section above, at 15/10/2 s, from the same `make ha-rivals` run."},
 	{name: "noisy-tenant", title: "A noisy tenant, with and without the FlowSchema", writtenBy: "make ha-rivals", read: "" +
 		"Written by `make ha-rivals` (`TestHARivalsNoisyTenant` in tests/fault; `make test` runs the " +
-		"round with the FlowSchema and requires ours to lose no term), not by `make bench`. Three of ours " +
+		"round with the FlowSchema and requires the level overloaded and clean histories), not by `make bench`. Three of ours " +
 		"and three client-go electors, each on its Lease, straight at API server 0 as the ServiceAccount of " +
 		"`deploy/rbac.yaml`, at 5/4/1 s. Another ServiceAccount floods API server 0 with 400 requests " +
 		"at a time, each a list that holds its seat for seconds at almost no CPU (a resourceVersion ahead " +
