@@ -61,7 +61,7 @@
 //
 // # Where things are
 //
-// This is the one map of the files of lease/ (the README links here); a
+// This is the one map of the files of lease/ (docs/layout.md links here); a
 // file's tests are in <file>_test.go, and those that need a cluster in
 // <file>_integration_test.go.
 //
