@@ -84,6 +84,24 @@ func asServiceAccount(t *testing.T, bed *testenv.Server, scenarios ...*scenario)
 // token of ServiceAccount sa (no client certificate), valid for valid.
 func tokenKubeconfig(t *testing.T, bed *testenv.Server, admin kubernetes.Interface, sa string, valid time.Duration) string {
 	t.Helper()
+	token := serviceAccountToken(t, admin, sa, valid)
+	cfg, err := clientcmd.LoadFromFile(bed.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range cfg.AuthInfos {
+		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+sa)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// serviceAccountToken is a token of ServiceAccount sa valid for valid.
+func serviceAccountToken(t *testing.T, admin kubernetes.Interface, sa string, valid time.Duration) string {
+	t.Helper()
 	seconds := int64(valid.Seconds())
 	tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), sa,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
@@ -93,18 +111,7 @@ func tokenKubeconfig(t *testing.T, bed *testenv.Server, admin kubernetes.Interfa
 	if left := time.Until(tr.Status.ExpirationTimestamp.Time); left < valid-time.Minute {
 		t.Fatalf("the token for %s is valid %v, asked %v", sa, left.Round(time.Second), valid)
 	}
-	cfg, err := clientcmd.LoadFromFile(bed.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range cfg.AuthInfos {
-		cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig-"+sa)
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return tr.Status.Token
 }
 
 // rivals is the bed, both scenarios and the reads of both Leases.
@@ -536,17 +543,12 @@ func newNoisyTenant(t *testing.T, bed *testenv.Server, k int) *noisyTenant {
 	if _, err := admin.RbacV1().RoleBindings(namespace).Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	expiry := int64(7200)
-	tr, err := admin.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, admin, sa, 2*time.Hour)
 	cfg, err := bed.APIServerConfig(k)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &noisyTenant{cfg: &rest.Config{Host: cfg.Host, BearerToken: tr.Status.Token,
+	return &noisyTenant{cfg: &rest.Config{Host: cfg.Host, BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: cfg.CAData}}, admin: directClient(t, bed, k)}
 }
 
