@@ -159,9 +159,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 			// Another holder is the reason now: earlier errors are not.
 			e.clearAPIErr()
 			fixRetry.reset()
-			if e.candidacy.record != nil {
-				e.candidacy.record.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
-			}
+			e.candidacy.record.sawToken(snap.highestToken) // a new term: tell its leader we are alive in it
 		}
 		if act == actWaitSync || act == actWait {
 			freeSince = time.Time{}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/clock"
 
 	"github.com/k8s-lease/k8s-lease/lease/internal/candidates"
 	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
@@ -67,6 +68,26 @@ type candidateStore interface {
 	Watch(ctx context.Context, ns, lease, rv string) (watch.Interface, error)
 }
 
+// noCandidateStore keeps no records: the store of an election built
+// without the Manager's (newElection). Writes and deletes succeed and keep
+// nothing; reads find nothing; a watch reports nothing until stopped.
+type noCandidateStore struct{}
+
+func (noCandidateStore) Kind() string { return "no store" }
+func (noCandidateStore) Put(context.Context, string, string, Candidate) (string, error) {
+	return "", nil
+}
+func (noCandidateStore) Remove(context.Context, string, string, string, string) error { return nil }
+func (noCandidateStore) List(context.Context, string, string) ([]Candidate, string, error) {
+	return nil, "", nil
+}
+func (noCandidateStore) Get(context.Context, string, string, string) (Candidate, bool, error) {
+	return Candidate{}, false, nil
+}
+func (noCandidateStore) Watch(context.Context, string, string, string) (watch.Interface, error) {
+	return watch.NewFake(), nil
+}
+
 // candidateRegistry is a Manager's candidate records: the store picked
 // once for its client, and the leases whose record could not be written
 // (reported once each).
@@ -120,7 +141,7 @@ type candidacy struct {
 	ops       sync.Mutex // one write or delete at a time
 	retry     *backoff   // of failed writes; under ops
 	mu        sync.Mutex
-	timer     *time.Timer
+	timer     clock.Timer
 	started   bool // the first write was asked for
 	ended     bool
 	written   bool
@@ -184,7 +205,9 @@ func (c *candidacy) put() {
 		if c.timer != nil {
 			c.timer.Stop() // a put called besides the timer's: one pending write at most
 		}
-		c.timer = time.AfterFunc(next, c.put)
+		// The election's clock (a fake one in tests, whose Step runs the
+		// callback holding its lock: put, which sets a timer, runs apart).
+		c.timer = e.clock.AfterFunc(next, func() { go c.put() })
 	}
 }
 
@@ -239,9 +262,6 @@ func (c *candidacy) end() {
 // is deleted (the election's goroutine starts the delete on its way out),
 // or ctx ends.
 func (e *Election) awaitCandidateRecordDeleted(ctx context.Context) {
-	if e.candidacy.record == nil {
-		return
-	}
 	select {
 	case <-e.candidacy.record.done:
 	case <-ctx.Done():

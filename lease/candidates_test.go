@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	coordclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/k8s-lease/k8s-lease/internal/clientsetapi"
 	"github.com/k8s-lease/k8s-lease/lease/internal/candidates"
@@ -78,7 +80,9 @@ func TestPolicyYieldToNewer(t *testing.T) {
 	_, es, client := candidateProcesses(t, map[string]ElectionOptions{
 		"a": {Version: "1.0.0", Policy: PolicyYieldToNewer}, "b": {Version: "1.0.0"},
 	}, "a", "b")
-	time.Sleep(200 * time.Millisecond) // a candidate of the same version is no reason to move
+	// a has listed the candidates and waits for a change: one of the same
+	// version is no reason to move.
+	awaitWaitingIn(t, "(*Election).yieldToNewer", 1)
 	if ok, _, _ := es["a"].IsLeader(); !ok {
 		t.Fatal("a does not lead")
 	}
@@ -564,6 +568,24 @@ func candidateRecordName(lease, identity string) string {
 // countRecordWrites counts the tries to create, update, patch or delete the
 // Lease name (the fake keeps every action, but reading them needs its lock).
 // Installed last, it runs first: it sees the tries other reactors refuse.
+// recordOnFakeClock is candidate identity's record on lease ns/l alone,
+// started as a candidacy starts it, on a fake clock (the only timer there
+// is the record's) and client's candidate records.
+func recordOnFakeClock(t *testing.T, client *fake.Clientset, identity string) (*candidacy, *clocktesting.FakeClock) {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(testNow)
+	api := clientsetapi.Wrap(client)
+	reg := &candidateRegistry{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, identity, fastUnitTiming, ElectionOptions{}, electionParts{
+		leases: api.Leases("ns"), clock: clk, candidates: reg, store: func() candidateStore { return reg.storeFor(api) }})
+	t.Cleanup(func() {
+		e.candidacy.record.end()
+		<-e.candidacy.record.done
+	})
+	e.recordCandidacy()
+	return e.candidacy.record, clk
+}
+
 func countRecordWrites(client *fake.Clientset, name string) *atomic.Int64 {
 	var n atomic.Int64
 	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
@@ -625,12 +647,11 @@ func TestHandOffAcceptedWhenThePredecessorDeleteLandedMidWrite(t *testing.T) {
 	}
 }
 
-// A record write that fails (any error but a foreign object of the
-// record's name) is tried again within seconds, with backoff, until it
-// lands; once it has, the record is refreshed every candidateRefresh as
-// before (no write in the seconds after).
+// A record write that fails is retried with backoff (1 s, then 2 s) until
+// it lands; once it has, the record is refreshed every candidateRefresh as
+// before (no write until then). On the record's fake clock: its timer is
+// the only one there, so a Step that does not fire it leaves it waiting.
 func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
-	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	name := candidateRecordName("l", "a")
 	var failures atomic.Int64
@@ -642,34 +663,29 @@ func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
 		return false, nil, nil
 	})
 	writes := countRecordWrites(client, name)
-	m := process(t, client)
-	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
+	c, clk := recordOnFakeClock(t, client, "a")
+	eventually(t, 5*time.Second, "the first write", func() bool { return writes.Load() == 1 })
+	// newBackoff's jitter only shortens a wait: a Step of the whole of it
+	// brings the retry.
+	for i, wait := range []time.Duration{candidateRetryMin, 2 * candidateRetryMin} {
+		awaitWaiters(t, clk, 1)
+		clk.Step(wait)
+		eventually(t, 5*time.Second, fmt.Sprintf("retry %d, %v after the failure", i+1, wait), func() bool { return writes.Load() == int64(i+2) })
 	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
+	eventually(t, 5*time.Second, "the record written", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.written })
+	awaitWaiters(t, clk, 1)
+	clk.Step(candidateRefresh - time.Second)
+	if clk.Waiters() != 1 || writes.Load() != 3 {
+		t.Fatalf("%d record writes and %d timers %v after it landed, want 3 and the refresh's still waiting: the refresh is candidateRefresh (%v)",
+			writes.Load(), clk.Waiters(), candidateRefresh-time.Second, candidateRefresh)
 	}
-	// Two failures back off at most 1 s + 2 s (newBackoff's jitter only
-	// shortens them); 10 s leaves room for a loaded machine.
-	eventually(t, 10*time.Second, "a recorded after two failed writes", func() bool {
-		cs, err := m.Candidates("ns", "l")
-		return err == nil && len(cs) == 1
-	})
-	after := writes.Load()
-	time.Sleep(3 * time.Second)
-	if n := writes.Load(); n != after {
-		t.Fatalf("%d record writes in the 3 s after one landed: the refresh is candidateRefresh (%v)", n-after, candidateRefresh)
-	}
-	if after != 3 {
-		t.Fatalf("%d record writes to land one after two failures, want 3", after)
-	}
+	clk.Step(time.Second)
+	eventually(t, 5*time.Second, "the refresh, candidateRefresh after the write", func() bool { return writes.Load() == 4 })
 }
 
 // Retries of a failing record write stop when the candidacy ends: no write
 // after its end (the delete it would precede is skipped: nothing written).
 func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
-	t.Parallel() // own fake API server and Managers; waits, mostly
 	client := fake.NewClientset()
 	name := candidateRecordName("l", "a")
 	client.PrependReactor("create", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
@@ -679,29 +695,24 @@ func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
 		return false, nil, nil
 	})
 	writes := countRecordWrites(client, name)
-	m := process(t, client)
-	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "a retried write", func() bool { return writes.Load() >= 2 })
-	if err := m.CancelElection("ns", "l"); err != nil {
-		t.Fatal(err)
-	}
+	c, clk := recordOnFakeClock(t, client, "a")
+	eventually(t, 5*time.Second, "the first write", func() bool { return writes.Load() == 1 })
+	awaitWaiters(t, clk, 1)
+	clk.Step(candidateRetryMin)
+	eventually(t, 5*time.Second, "a retried write", func() bool { return writes.Load() == 2 })
+	awaitWaiters(t, clk, 1) // the next retry, pending
+	c.end()
 	select {
-	case <-e.candidacy.record.done:
+	case <-c.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the candidacy's end did not finish")
 	}
-	ended := writes.Load()
-	// The retry pending at the end was due within 2 s (two or three
-	// failures so far): 3 s would have seen it.
-	time.Sleep(3 * time.Second)
-	if n := writes.Load(); n != ended {
-		t.Fatalf("%d record writes after the candidacy ended", n-ended)
+	if n := clk.Waiters(); n != 0 {
+		t.Fatalf("%d timers left on the record's clock after its end: the pending retry was not stopped", n)
+	}
+	clk.Step(candidateRetryMax + candidateRefresh)
+	if n := writes.Load(); n != 2 {
+		t.Fatalf("%d record writes after the candidacy ended", n-2)
 	}
 }
 
@@ -742,39 +753,31 @@ func TestCandidateRecordLeavesAForeignLeaseOfItsNameUntouched(t *testing.T) {
 		return false, nil, nil
 	})
 	writes := countRecordWrites(client, name)
-	m := process(t, client)
-	e, err := m.RunElection("ns", "l", "a", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c, clk := recordOnFakeClock(t, client, "a")
 	eventually(t, 5*time.Second, "the candidacy's first write", func() bool { return tries.Load() >= 1 })
-	time.Sleep(3 * time.Second) // a fast retry (1 s, 2 s) would show
-	if n := tries.Load(); n != 1 {
-		t.Fatalf("%d tries in 3 s to write over a foreign Lease, want 1: its refusal waits for candidateRefresh", n)
+	awaitWaiters(t, clk, 1)
+	clk.Step(2*candidateRetryMin + candidateRetryMin) // a fast retry (1 s, 2 s) would come
+	if n, w := tries.Load(), clk.Waiters(); n != 1 || w != 1 {
+		t.Fatalf("%d tries and %d timers 3 s after the first, want 1 try and the refresh waiting: a refusal waits for candidateRefresh", n, w)
 	}
-	e.candidacy.record.put() // two refreshes, as candidateRefresh's timer runs them
-	e.candidacy.record.put()
+	clk.Step(candidateRefresh)
+	eventually(t, 5*time.Second, "the refresh's try", func() bool { return tries.Load() == 2 })
 	if got := snapshot(); got != before {
 		t.Fatalf("the foreign Lease changed:\nbefore %s\nafter  %s", before, got)
 	}
-	if cs, err := m.Candidates("ns", "l"); err != nil || len(cs) != 0 {
+	if cs, err := process(t, client).Candidates("ns", "l"); err != nil || len(cs) != 0 {
 		t.Fatalf("Candidates = %+v, %v: the foreign Lease is no record", cs, err)
 	}
-	if err := m.CancelElection("ns", "l"); err != nil {
-		t.Fatal(err)
-	}
+	c.end()
 	select {
-	case <-e.candidacy.record.done:
+	case <-c.done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the candidacy's end did not finish")
 	}
 	if got := snapshot(); got != before {
 		t.Fatalf("the foreign Lease changed when the candidacy ended:\nbefore %s\nafter  %s", before, got)
 	}
-	if n := writes.Load(); n != 3 {
-		t.Fatalf("%d writes of %s, want the 3 refused creates", n, name)
+	if n := writes.Load(); n != 2 {
+		t.Fatalf("%d writes of %s, want the 2 refused creates", n, name)
 	}
 }

@@ -158,7 +158,7 @@ func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testin
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, m, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.api.redial = &redialer{conns: m}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })

@@ -38,7 +38,7 @@ type Election struct {
 	opts        ElectionOptions
 	api         leaseAPI // its Lease client (client.go)
 	obs         *observer
-	clock       clock.Clock
+	clock       clock.WithDelayedExecution
 	stats       metricsSink
 	events      eventSink // Kubernetes Events on leadership changes (events.go); nil: none
 
@@ -87,26 +87,92 @@ func newIncarnation() string {
 	return hex.EncodeToString(b)
 }
 
-func newElection(key Key, identity string, t Timing, leases kubeapi.Leases, obs *observer, clk clock.Clock, stats metricsSink, onEnd func() bool) *Election {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Election{
-		key: key, identity: identity, incarnation: newIncarnation(), timing: t,
-		api: leaseAPI{leases: leases}, obs: obs, clock: clk, stats: stats,
-		ctx: ctx, elected: make(chan struct{}),
-		endpoint: endpointState{routed: make(chan struct{})},
-		ending:   ending{cancel: cancel, runDone: make(chan struct{}), ended: make(chan struct{}), onEnd: onEnd},
+// electionParts are what an election uses besides its own state: the
+// Manager passes its own (manager.go). newElection puts an inert part in
+// place of each optional one left out, so that no field of an Election is
+// nil because a unit test built it.
+type electionParts struct {
+	leases kubeapi.Leases             // required
+	obs    *observer                  // nil: an observer of its own on leases
+	clock  clock.WithDelayedExecution // nil: the real clock
+	stats  metricsSink                // nil: counters of its own
+	events eventSink                  // nil: no Events
+	// onEnd gives up the election's share of obs as its run ends and
+	// reports whether others still use it (nil: nobody else does).
+	onEnd func() (stillUsed bool)
+	// candidates and store keep the candidacy's record (nil: records are
+	// kept nowhere, noCandidateStore).
+	candidates *candidateRegistry
+	store      func() candidateStore
+	// handOff hands the lease over on the library's own decision (the
+	// preferred holder, the policies; nil: it declines).
+	handOff func(to, why string) bool
+	// firstRounds admits the first rounds of the process's elections a few
+	// at a time (nil: a gate of its own, of one place).
+	firstRounds *gate
+	// trackAsync registers work that outlives the run with the Manager's
+	// Shutdown (nil: untracked, under the background context).
+	trackAsync func() (ctx context.Context, done func())
+	// redial closes the connections a renewal found silent (nil: it closes
+	// none; a nil *redialer is inert).
+	redial *redialer
+}
+
+// newElection builds an election on key for identity; start runs it.
+func newElection(key Key, identity string, t Timing, opts ElectionOptions, p electionParts) *Election {
+	if p.leases == nil {
+		panic("newElection: no Lease client")
 	}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
+	if p.stats == nil {
+		p.stats = &leaseStats{}
+	}
+	if p.obs == nil {
+		p.obs = newObserver(p.leases, key.Name, p.clock, watchLife(t.LeaseDuration, false), 0, p.stats)
+	}
+	if p.events == nil {
+		p.events = noEvents{}
+	}
+	if p.onEnd == nil {
+		p.onEnd = func() bool { return false }
+	}
+	if p.candidates == nil {
+		p.candidates = &candidateRegistry{}
+	}
+	if p.store == nil {
+		p.store = func() candidateStore { return noCandidateStore{} }
+	}
+	if p.handOff == nil {
+		p.handOff = func(to, why string) bool { return false }
+	}
+	if p.firstRounds == nil {
+		p.firstRounds = newGate(1)
+	}
+	if p.trackAsync == nil {
+		p.trackAsync = func() (context.Context, func()) { return context.Background(), func() {} }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Election{
+		key: key, identity: identity, incarnation: newIncarnation(), timing: t, opts: opts,
+		api: leaseAPI{leases: p.leases, redial: p.redial}, obs: p.obs, clock: p.clock, stats: p.stats, events: p.events,
+		ctx: ctx, elected: make(chan struct{}),
+		handoff:    handOffState{hook: p.handOff},
+		endpoint:   endpointState{routed: make(chan struct{}), trackAsync: p.trackAsync},
+		candidacy:  candidacyState{store: p.store},
+		firstRound: firstRoundState{gate: p.firstRounds},
+		ending:     ending{cancel: cancel, runDone: make(chan struct{}), ended: make(chan struct{}), onEnd: p.onEnd},
+	}
+	e.candidacy.record = newCandidacy(e, p.candidates)
+	return e
 }
 
 func (e *Election) start() { go e.run() }
 
 func (e *Election) run() {
 	defer close(e.ending.runDone)
-	defer func() {
-		if e.candidacy.record != nil {
-			e.candidacy.record.end() // the record goes with the candidacy
-		}
-	}()
+	defer e.candidacy.record.end() // the record goes with the candidacy
 	// The share is given up first: an observer nobody else uses is not
 	// resumed (no list) until it is used again.
 	defer func() { e.obs.leadingEnded(e, e.ending.onEnd()) }()
@@ -120,14 +186,12 @@ func (e *Election) run() {
 	defer e.containPanic()
 	injectPanic("campaign")
 	started := e.clock.Now() // the campaign's time includes its wait for a place
-	if e.firstRound.gate != nil {
-		leave, ok := e.firstRound.gate.enter(e.ctx.Done())
-		if !ok {
-			return // cancelled before its first round
-		}
-		e.firstRound.over = leave
-		defer leave()
+	leave, ok := e.firstRound.gate.enter(e.ctx.Done())
+	if !ok {
+		return // cancelled before its first round
 	}
+	e.firstRound.over = leave
+	defer leave()
 	e.firstRound.admitted.Store(true)
 	if e.ctx.Err() != nil {
 		return // cancelled meanwhile (enter may pick a free place over a cancel)
@@ -144,7 +208,7 @@ func (e *Election) run() {
 		return
 	}
 	e.recordCandidacy() // elected: written after the acquisition, not beside it
-	if e.opts.Policy&PolicyYieldToNewer != 0 && e.candidacy.store != nil && e.handoff.hook != nil {
+	if e.opts.Policy&PolicyYieldToNewer != 0 {
 		go e.yieldToNewer()
 	}
 	if reason := e.lead(); reason != nil && e.end(reason) {
@@ -157,14 +221,13 @@ func (e *Election) run() {
 // candidacy first waits as a standby or is elected, so that the write (and
 // the first discovery) never competes with an acquisition.
 func (e *Election) recordCandidacy() {
-	if c := e.candidacy.record; c != nil {
-		c.startOnce.Do(func() {
-			c.mu.Lock()
-			c.started, c.asked = true, e.obs.snapshot().highestToken
-			c.mu.Unlock()
-			go c.put()
-		})
-	}
+	c := e.candidacy.record
+	c.startOnce.Do(func() {
+		c.mu.Lock()
+		c.started, c.asked = true, e.obs.snapshot().highestToken
+		c.mu.Unlock()
+		go c.put()
+	})
 }
 
 // containPanic ends the election with ErrInternal instead of letting a

@@ -109,7 +109,7 @@ func TestCancelDuringAcquisitionReleases(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	defer obs.stop()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 	e.start()
 	<-leases.entered
 	cancelled := make(chan error, 1)
@@ -137,7 +137,7 @@ func TestWaitElectedReportsTheEndReasonOverATimeoutFiringTogether(t *testing.T) 
 	for i := range 40 {
 		leases := fake.NewClientset().CoordinationV1().Leases("ns")
 		obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-		e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+		e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 		e.firstRound.admitted.Store(true)
 		close(e.ending.runDone) // never started: nothing runs
 		e.end(reason)

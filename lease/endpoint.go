@@ -148,10 +148,7 @@ func (m *Manager) PublishEndpoint(ns, name string, id int64, ep Endpoint) error 
 }
 
 func (e *Election) publishEndpoint(store endpointStore, ep Endpoint) error {
-	var snap snapshot
-	if e.obs != nil {
-		snap = e.obs.snapshot() // a standby checks the slice against it
-	}
+	snap := e.obs.snapshot() // a standby checks the slice against it
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
@@ -288,7 +285,7 @@ func (e *Election) superseded(ctx context.Context, store endpointStore, p endpoi
 		e.endpoint.route.refused = msg
 	}
 	e.mu.Unlock()
-	if e.events != nil && report {
+	if report {
 		_, uid := e.eventFacts()
 		e.recordEvent(uid, kubeapi.EventTypeWarning, msg)
 	}
@@ -328,10 +325,7 @@ func (e *Election) beginStaleCheckLocked(s snapshot) (start func()) {
 	}
 	r.checking = true
 	return func() {
-		ctx, done := context.Background(), func() {}
-		if e.endpoint.trackAsync != nil {
-			ctx, done = e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
-		}
+		ctx, done := e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
 		// It ends with the candidacy too, and one registered after the
 		// candidacy ended (a Shutdown may have gathered the work before)
 		// does nothing.
@@ -394,9 +388,7 @@ func (e *Election) retireStale(ctx context.Context, store endpointStore, service
 	msg := fmt.Sprintf("%s emptied EndpointSlice %s/%s: it routed to %v, the endpoint of %s (token %d), whose term is over (%s) and who never withdrew it",
 		e.identity, e.key.Namespace, endpoints.SliceName(service), got.Addresses, got.Holder, got.Token, now)
 	logf(LevelWarning, "lease %s: %s", e.key, msg)
-	if e.events != nil {
-		e.recordEvent(got.Now.LeaseUID, kubeapi.EventTypeWarning, msg)
-	}
+	e.recordEvent(got.Now.LeaseUID, kubeapi.EventTypeWarning, msg)
 	return true
 }
 
@@ -470,9 +462,6 @@ func (e *Election) withdrawEndpoint(parent context.Context, timeout time.Duratio
 // recordEndpointFailure reports a failed write of the slice as a Warning
 // Event on the Lease (the Events' spam filter bounds their rate).
 func (e *Election) recordEndpointFailure(p endpoints.Publication, err error) {
-	if e.events == nil {
-		return
-	}
 	_, uid := e.eventFacts()
 	e.recordEvent(uid, kubeapi.EventTypeWarning, fmt.Sprintf("%s could not route Service %s to %s:%d (token %d; retrying): %v",
 		p.Identity, p.Service, p.Address, p.Port, p.Token, err))
@@ -495,10 +484,7 @@ func (e *Election) endTermsEndpoint() {
 		e.withdrawEndpoint(context.Background(), e.endpointTimeout())
 		return
 	}
-	ctx, done := context.Background(), func() {}
-	if e.endpoint.trackAsync != nil {
-		ctx, done = e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
-	}
+	ctx, done := e.endpoint.trackAsync() // Shutdown waits for it, or cancels it
 	go func() {
 		defer done()
 		e.withdrawEndpoint(ctx, e.endpointTimeout())

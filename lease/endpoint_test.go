@@ -139,7 +139,7 @@ func routedElectionTimed(t *testing.T, routes *fakeRoutes, timing Timing) (*Elec
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", timing, leases, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: stats})
 	if err := e.publishEndpoint(routes, testEndpoint); err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestASupersededPublisherRetriesOnlyWhileItLeads(t *testing.T) {
 	routes := &fakeRoutes{log: &opLog{}, publishErr: fmt.Errorf("slice ns/store-leader: %w", endpoints.ErrSuperseded),
 		publishing: make(chan endpoints.Publication, 8)}
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clk, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clk, stats: stats})
 	events := &recordedEvents{}
 	e.events = events
 	e.mu.Lock()
@@ -318,7 +318,7 @@ func TestASupersededPublisherThatNoLongerLeadsStops(t *testing.T) {
 	routes := &fakeRoutes{log: &opLog{}, publishErr: fmt.Errorf("slice ns/store-leader: %w", endpoints.ErrSuperseded),
 		hold: make(chan struct{}), publishing: make(chan endpoints.Publication, 8)}
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clk, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clk, stats: stats})
 	e.mu.Lock()
 	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, clk.Now().Add(time.Minute)
 	e.mu.Unlock()
@@ -407,7 +407,7 @@ func TestPublishEndpointOnALeaderReturnsAfterTheWrite(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 	t.Cleanup(func() { _ = e.Cancel() })
 	e.start()
 	eventually(t, 5*time.Second, "elected", func() bool { ok, _, _ := e.IsLeader(); return ok })
@@ -430,7 +430,7 @@ func plainElection(t *testing.T, timing Timing) *Election {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 	t.Cleanup(func() { _ = e.Cancel() })
 	return e
 }
@@ -612,7 +612,7 @@ func (p *panicWithdraw) Withdraw(context.Context, endpoints.Publication) error {
 func TestThePublisherStopsWhenItsTermIsNoLongerValid(t *testing.T) {
 	routes := &fakeRoutes{log: &opLog{}, publishErr: errors.New("the API server is unavailable"),
 		publishing: make(chan endpoints.Publication, 8)}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clock.RealClock{}, stats: &leaseStats{}})
 	e.mu.Lock()
 	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, time.Now().Add(time.Minute)
 	e.mu.Unlock()
@@ -638,7 +638,7 @@ func TestThePublisherStopsWhenItsTermIsNoLongerValid(t *testing.T) {
 // starts writing an endpoint for the lapsed term.
 func TestPublishEndpointRefusesALapsedTerm(t *testing.T) {
 	routes := &fakeRoutes{log: &opLog{}, publishing: make(chan endpoints.Publication, 1)}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, nil, nil, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clock.RealClock{}, stats: &leaseStats{}})
 	e.mu.Lock()
 	e.term.phase, e.term.token, e.term.validUntil = phaseLeader, 5, time.Now().Add(-time.Second)
 	e.mu.Unlock()
@@ -718,7 +718,7 @@ func TestCancelLeavesNoLateEndpoint(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 	if err := e.publishEndpoint(endpoints.Store{Client: endpointClient{clientsetapi.Wrap(cs), slices}}, testEndpoint); err != nil {
 		t.Fatal(err)
 	}
@@ -927,7 +927,7 @@ func standbyOn(t *testing.T, cs *fake.Clientset) (*Election, *leaseStats, *recor
 	}
 	stats := &leaseStats{}
 	stats.CampaignStarted()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: stats})
 	events := &recordedEvents{}
 	e.events = events
 	return e, stats, events
@@ -998,7 +998,7 @@ func TestASupersededPublisherSaysSoAndEmptiesTheStaleSlice(t *testing.T) {
 	cs := fake.NewClientset(deadLeadersSlice(), lease)
 	stats := &leaseStats{}
 	stats.CampaignStarted()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, nil, nil, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clock.RealClock{}, stats: stats})
 	events := &recordedEvents{}
 	e.events = events
 	e.mu.Lock()

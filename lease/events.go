@@ -40,6 +40,17 @@ type eventSink interface {
 	Record(namespace, name string, uid types.UID, identity, eventType, reason, message string) (done <-chan struct{})
 }
 
+// noEvents records no Event: the sink of an election built without the
+// Manager's (newElection).
+type noEvents struct{}
+
+func (noEvents) Record(namespace, name string, uid types.UID, identity, eventType, reason, message string) <-chan struct{} {
+	return closedChan
+}
+
+// closedChan is a channel that is closed: something already done.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // eventReason is the reason of every Event an election reports: the one
 // client-go's resourcelock uses, so that tools that look for it find ours.
 const eventReason = "LeaderElection"
@@ -63,7 +74,7 @@ func (m *Manager) SetEvents(on bool) { m.events.Set(on) }
 // returned won (also when a cancel follows at once: its release is
 // recorded too).
 func (e *Election) recordElected() {
-	if e.events == nil || !isClosed(e.elected) {
+	if !isClosed(e.elected) {
 		return
 	}
 	token, uid := e.eventFacts()
@@ -75,7 +86,7 @@ func (e *Election) recordElected() {
 // goroutine ends a leadership by a loss (or a contained panic). A cancel is
 // recorded by recordRelease instead, with the release's outcome.
 func (e *Election) recordLoss() {
-	if e.events == nil || !isClosed(e.elected) {
+	if !isClosed(e.elected) {
 		return
 	}
 	reason := e.endReason()
@@ -91,7 +102,7 @@ func (e *Election) recordLoss() {
 // after the release: endedHere false means a loss ended it first (and was
 // recorded).
 func (e *Election) recordRelease(endedHere bool, releaseErr error) {
-	if e.events == nil || !endedHere || !isClosed(e.elected) {
+	if !endedHere || !isClosed(e.elected) {
 		return
 	}
 	token, uid := e.eventFacts()

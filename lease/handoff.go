@@ -398,7 +398,7 @@ func preferredHolder(l *coordinationv1.Lease) string {
 // most once per preferredRecheck for the same name. e.mu held.
 func (e *Election) preferredHolderSeenLocked(l *coordinationv1.Lease) {
 	to := preferredHolder(l)
-	if to == "" || to == e.identity || e.handoff.hook == nil || e.term.phase != phaseLeader {
+	if to == "" || to == e.identity || e.term.phase != phaseLeader {
 		return
 	}
 	now := e.clock.Now()
@@ -523,7 +523,7 @@ func (e *Election) handOff(to string, timeout time.Duration, reason error, ended
 
 // recordHandOff records "<id> stopped leading: handed off to <to>".
 func (e *Election) recordHandOff(to string, err error) {
-	if e.events == nil || !isClosed(e.elected) {
+	if !isClosed(e.elected) {
 		return
 	}
 	token, uid := e.eventFacts()

@@ -92,7 +92,7 @@ type HolderWatch struct {
 	id     int64 // unique in the process (Manager.CancelWatchID)
 	key    Key
 	obs    *observer
-	clock  clock.Clock
+	clock  clock.WithDelayedExecution
 	cb     func(HolderState)
 	onEnd  func()
 	ctx    context.Context
@@ -103,7 +103,7 @@ type HolderWatch struct {
 	callbackTID atomic.Int64
 }
 
-func newHolderWatch(key Key, obs *observer, clk clock.Clock, cb func(HolderState), onEnd func()) *HolderWatch {
+func newHolderWatch(key Key, obs *observer, clk clock.WithDelayedExecution, cb func(HolderState), onEnd func()) *HolderWatch {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &HolderWatch{key: key, obs: obs, clock: clk, cb: cb, onEnd: onEnd,
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}

@@ -76,7 +76,7 @@ func TestRenewalsArePipelined(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	defer obs.stop()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clk, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
 	e.start()
 	defer func() { _ = e.Cancel() }()
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -208,7 +208,7 @@ func TestCancelLetsTheRenewalInFlightFinish(t *testing.T) {
 	obs := newObserver(leases, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	defer obs.stop()
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clock.RealClock{}, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: &leaseStats{}})
 	e.start()
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
 		t.Fatal(err)
@@ -293,7 +293,7 @@ func TestLateRenewalDoesNotReviveLeadership(t *testing.T) {
 	m, client, clk := fakeManager()
 	defer func() { _ = m.Shutdown(5 * time.Second) }()
 	obs := newObserver(client.CoordinationV1().Leases("ns"), "l", clk, time.Minute, 0, &leaseStats{})
-	e := newElection(Key{"ns", "l"}, "a", unitTiming, client.CoordinationV1().Leases("ns"), obs, clk, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{"ns", "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: client.CoordinationV1().Leases("ns"), obs: obs, clock: clk, stats: &leaseStats{}})
 	held := testLease("l", "a", 1, testNow, 15)
 	e.term.phase, e.term.token, e.term.written = phaseLeader, 1, held
 	e.term.validUntil = testNow.Add(unitTiming.RenewDeadline)
@@ -373,7 +373,7 @@ func TestALateAcquisitionRenewsBeforeItsValidityEnds(t *testing.T) {
 		client := fake.NewClientset(testLease("l", "a", 1, testNow, 15))
 		leases := client.CoordinationV1().Leases("ns")
 		obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
-		e := newElection(Key{"ns", "l"}, "a", unitTiming, leases, obs, clk, &leaseStats{}, func() bool { return false })
+		e := newElection(Key{"ns", "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
 		held, err := leases.Get(t.Context(), "l", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -417,12 +417,12 @@ func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchT
 }
 
 // startLeading makes "me" lead ns/l on leases, by clk.
-func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.Clock) *Election {
+func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.WithDelayedExecution) *Election {
 	t.Helper()
 	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, leases, obs, clk, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -579,7 +579,7 @@ func TestARenewalUnansweredAtTheCutRedials(t *testing.T) {
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, hung, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: hung, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.api.redial = &redialer{conns: closer}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
@@ -655,7 +655,7 @@ func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, frozen, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: frozen, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.api.redial = &redialer{conns: frozen}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
@@ -697,7 +697,7 @@ func TestAFullPipelineOfHungRenewalsMakesRoomForAFreshOne(t *testing.T) {
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, hung, obs, clock.RealClock{}, stats, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: hung, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {

@@ -21,7 +21,7 @@ import (
 // Manager owns the client and every election, watch and observer of a
 // process. All methods are safe for concurrent use.
 type Manager struct {
-	clock clock.Clock
+	clock clock.WithDelayedExecution
 	api   managerAPI
 
 	mu          sync.Mutex
@@ -70,7 +70,7 @@ type endings struct {
 
 // NewManager returns a Manager using clk (nil: the real clock). It needs a
 // client (SetClient) before elections or watches can start.
-func NewManager(clk clock.Clock) *Manager {
+func NewManager(clk clock.WithDelayedExecution) *Manager {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
@@ -164,18 +164,17 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	}
 	obs := m.acquireObserverLocked(client, key, watchLife(t.LeaseDuration, client.FindsDeadConnections()), false)
 	obs.expectRenewalsEvery(t.RetryPeriod)
-	e := newElection(key, identity, t, client.Leases(ns), obs, m.clock, m.statsLocked(key),
-		func() bool { return m.releaseObserver(key) })
+	var e *Election
+	e = newElection(key, identity, t, opts, electionParts{
+		leases: client.Leases(ns), obs: obs, clock: m.clock, stats: m.statsLocked(key), events: m.events.Use(client),
+		onEnd:       func() bool { return m.releaseObserver(key) },
+		candidates:  &m.candidates,
+		store:       func() candidateStore { return m.candidates.storeFor(client) }, // off the caller's thread: it may ask the server
+		handOff:     func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) },
+		firstRounds: m.firstRounds, trackAsync: m.trackAsync, redial: m.api.redial,
+	})
 	m.statsLocked(key).CampaignStarted()
 	e.id = m.nextIDLocked()
-	e.events = m.events.Use(client)
-	e.opts = opts
-	e.candidacy.store = func() candidateStore { return m.candidates.storeFor(client) } // off the caller's thread: it may ask the server
-	e.handoff.hook = func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) }
-	e.candidacy.record = newCandidacy(e, &m.candidates)
-	e.firstRound.gate = m.firstRounds
-	e.endpoint.trackAsync = m.trackAsync
-	e.api.redial = m.api.redial
 	m.elections.running[key] = e
 	e.start()
 	m.mu.Unlock()
@@ -386,9 +385,7 @@ func (m *Manager) Shutdown(timeout time.Duration) error {
 		}
 		m.stopIdleObservers() // after the elections, watches and hand-offs gave theirs up
 		for _, e := range append(endingElections, slices.Collect(maps.Values(elections))...) {
-			if e.candidacy.record != nil { // candidate records deleted: nothing left behind when the host exits
-				<-e.candidacy.record.done
-			}
+			<-e.candidacy.record.done // candidate records deleted: nothing left behind when the host exits
 		}
 		m.mu.Lock()
 		async := slices.Collect(maps.Keys(m.ends.async))

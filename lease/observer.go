@@ -22,7 +22,7 @@ import (
 type observer struct {
 	leases kubeapi.Leases
 	name   string
-	clock  clock.Clock
+	clock  clock.WithDelayedExecution
 	resync time.Duration
 	stats  metricsSink
 
@@ -58,7 +58,7 @@ type observer struct {
 	suspectedAt string
 }
 
-func newObserver(leases kubeapi.Leases, name string, clk clock.Clock, resync time.Duration, highestToken int64, stats metricsSink) *observer {
+func newObserver(leases kubeapi.Leases, name string, clk clock.WithDelayedExecution, resync time.Duration, highestToken int64, stats metricsSink) *observer {
 	o := &observer{leases: leases, name: name, clock: clk, resync: resync, stats: stats,
 		subs: map[chan struct{}]struct{}{}, stoppedCh: make(chan struct{})}
 	o.snap.highestToken = highestToken

@@ -434,7 +434,7 @@ func TestVersionsGoingBackTreatTheLeaseAsFirstSeen(t *testing.T) {
 	}
 	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	o.apply(testLease("l", "a", 3, testNow, 10), "100") // before the restore
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: o, clock: clk, stats: &leaseStats{}})
 	clk.Step(5 * time.Second)
 	if !e.refresh("100") {
 		t.Fatal("refresh after a conflict learned nothing from a Lease whose version went back")
@@ -471,7 +471,7 @@ func refreshRacingTheWatch(t *testing.T, o *observer, stale *coordinationv1.Leas
 	t.Helper()
 	g := heldGet{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"),
 		entered: make(chan struct{}), proceed: make(chan struct{}), answer: stale}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, g, o, o.clock, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, ElectionOptions{}, electionParts{leases: g, obs: o, clock: o.clock, stats: &leaseStats{}})
 	done := make(chan struct{})
 	go func() { defer close(done); e.refresh(o.snapshot().rec.resourceVersion) }()
 	<-g.entered
@@ -524,7 +524,7 @@ func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
 	leases := client.CoordinationV1().Leases("ns")
 	o := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	o.applyRead(leaseAt("x", 2, testNow, 15, "101"), "101", o.seqNow()) // the Lease is gone from the server
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, leases, o, clk, &leaseStats{}, func() bool { return false })
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: o, clock: clk, stats: &leaseStats{}})
 	notify := o.subscribe()
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.campaign(notify, clk.Now()) }()
