@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
 
 // event is one line a replica printed: "<mono ms> <identity> <event> [k=v ...]".
@@ -52,7 +53,7 @@ func startReplicas(cfg config, kubeconfig string, tl *timeline) (*replicaGroup, 
 // start runs one replica; its Pod has the same name as its identity.
 func (g *replicaGroup) start(id string) error {
 	cfg := g.cfg
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return err
 	}
@@ -144,16 +145,6 @@ func (g *replicaGroup) stopAll() {
 			<-r.exited
 		}
 	}
-}
-
-// freePort is a TCP port free on loopback now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // checkHealth asks the replica id's health port what deploy/statefulset.yaml's

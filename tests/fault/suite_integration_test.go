@@ -84,27 +84,7 @@ func run(m *testing.M) int {
 	return code
 }
 
-// buildCandidate compiles the C++ candidate against the library `make lib`
-// built (or the one in $K8S_LEASE_LIB_DIR).
+// buildCandidate compiles the C++ candidate against the shipped library.
 func buildCandidate(dir string) (string, error) {
-	root := testenv.RepoRoot()
-	libDir := os.Getenv("K8S_LEASE_LIB_DIR")
-	if libDir == "" {
-		libDir = filepath.Join(root, "build")
-	}
-	if _, err := os.Stat(filepath.Join(libDir, "libk8s_lease_wrapper.so")); err != nil {
-		return "", fmt.Errorf("the fault suite runs the shipped library: run `make lib` first (%v)", err)
-	}
-	cxx := os.Getenv("CXX")
-	if cxx == "" {
-		cxx = "g++"
-	}
-	out := filepath.Join(dir, "lease_candidate")
-	cmd := exec.Command(cxx, "-std=c++17", "-O2", "-pthread", "-I", filepath.Join(root, "include"),
-		filepath.Join(root, "tests", "cpp", "lease_candidate.cpp"), "-o", out,
-		"-L", libDir, "-lk8s_lease_wrapper", "-Wl,-rpath,"+libDir)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build lease_candidate with %s: %v\n%s", cxx, err, b)
-	}
-	return out, nil
+	return testenv.BuildCxx(dir, filepath.Join("tests", "cpp", "lease_candidate.cpp"), "lease_candidate")
 }

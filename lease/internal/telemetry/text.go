@@ -32,6 +32,10 @@ type LeaseMetrics struct {
 	Token     int64
 	ValidFor  time.Duration
 	Candidate bool
+	// LeaseDuration, RenewDeadline and RetryPeriod: the timing of the
+	// election of this process on the lease (0: none ran), so that alerts
+	// and dashboards compare latencies with this lease's own deadlines.
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // elected: an election of this process ran on the lease (only those get
@@ -70,6 +74,30 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 	p.sample("k8s_lease_goroutines", float64(runtime.NumGoroutine()))
 }
 
+// writeTimingMetrics writes the timing of each lease's election: the
+// slack a renewal may take (renew deadline minus retry period) is a
+// ratio of these, not a constant of a rule.
+func writeTimingMetrics(p *promWriter, leases []LeaseMetrics) {
+	for _, f := range []struct {
+		family, help string
+		of           func(*LeaseMetrics) time.Duration
+	}{
+		{"k8s_lease_lease_duration_seconds", "The lease duration of this process's election on the lease: how long standbys wait after the last renewal.",
+			func(l *LeaseMetrics) time.Duration { return l.LeaseDuration }},
+		{"k8s_lease_renew_deadline_seconds", "The renew deadline of this process's election on the lease: how long a leader goes without an answered renewal before it steps down.",
+			func(l *LeaseMetrics) time.Duration { return l.RenewDeadline }},
+		{"k8s_lease_retry_period_seconds", "The retry period of this process's election on the lease: how often it renews, or tries to acquire.",
+			func(l *LeaseMetrics) time.Duration { return l.RetryPeriod }},
+	} {
+		p.family(f.family, "gauge", f.help)
+		for i := range leases {
+			if l := &leases[i]; l.elected() && f.of(l) > 0 {
+				p.sample(f.family, f.of(l).Seconds(), "name", l.Name)
+			}
+		}
+	}
+}
+
 // writeTermMetrics writes the families of the terms of leadership of each
 // lease: status, terms begun and ended, renewals, how long it took.
 func writeTermMetrics(p *promWriter, leases []LeaseMetrics) {
@@ -103,6 +131,7 @@ func writeTermMetrics(p *promWriter, leases []LeaseMetrics) {
 			p.sample("k8s_lease_candidate", b2f(l.Candidate), "name", l.Name)
 		}
 	}
+	writeTimingMetrics(p, leases)
 	p.family("k8s_lease_elections_won_total", "counter", "Terms of leadership this process began on the lease.")
 	for _, l := range leases {
 		if l.elected() {

@@ -42,7 +42,8 @@ func TestMetricsTextParses(t *testing.T) {
 	watched.WatchStarted()
 	watched.WatchRestarted()
 	leases := []LeaseMetrics{{Name: "ns/w", Counters: &watched},
-		{Name: "ns/e", Counters: &elected, Leading: true, Token: 7, ValidFor: 3500 * time.Millisecond, Candidate: true}}
+		{Name: "ns/e", Counters: &elected, Leading: true, Token: 7, ValidFor: 3500 * time.Millisecond, Candidate: true,
+			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
 	fams := telemetrytest.Parse(t, MetricsText(leases, 7, 0))
 	e, w := map[string]string{"name": "ns/e"}, map[string]string{"name": "ns/w"}
 	for _, tc := range []struct {
@@ -58,6 +59,10 @@ func TestMetricsTextParses(t *testing.T) {
 		{"k8s_lease_validity_remaining_seconds", e, 3.5},
 		{"k8s_lease_candidate", e, 1},
 		{"k8s_lease_candidate", w, -1},
+		{"k8s_lease_lease_duration_seconds", e, 15},
+		{"k8s_lease_renew_deadline_seconds", e, 10},
+		{"k8s_lease_retry_period_seconds", e, 2},
+		{"k8s_lease_renew_deadline_seconds", w, -1},
 		{"k8s_lease_campaign_duration_seconds", e, 1},
 		{"k8s_lease_renewal_duration_seconds", e, 1},
 		{"k8s_lease_endpoint_writes_total", map[string]string{"name": "ns/e", "result": "superseded"}, 1},

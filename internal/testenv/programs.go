@@ -1,0 +1,46 @@
+package testenv
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// BuildCxx compiles the C++ program source (a path in the repository, e.g.
+// examples/ha_server.cpp) into dir/name against the library `make lib`
+// built, or the one in $K8S_LEASE_LIB_DIR, with $CXX (default g++): the
+// suites run the shipped library as a host would.
+func BuildCxx(dir, source, name string) (string, error) {
+	root := RepoRoot()
+	libDir := os.Getenv("K8S_LEASE_LIB_DIR")
+	if libDir == "" {
+		libDir = filepath.Join(root, "build")
+	}
+	if _, err := os.Stat(filepath.Join(libDir, "libk8s_lease_wrapper.so")); err != nil {
+		return "", fmt.Errorf("%s runs the shipped library: run `make lib` first (%v)", source, err)
+	}
+	cxx := os.Getenv("CXX")
+	if cxx == "" {
+		cxx = "g++"
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command(cxx, "-std=c++17", "-O2", "-pthread", "-I", filepath.Join(root, "include"),
+		filepath.Join(root, source), "-o", out,
+		"-L", libDir, "-lk8s_lease_wrapper", "-Wl,-rpath,"+libDir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build %s with %s: %v\n%s", source, cxx, err, b)
+	}
+	return out, nil
+}
+
+// FreePort is a TCP port free on loopback now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
