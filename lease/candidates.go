@@ -118,10 +118,10 @@ func (r *candidateRegistry) reportOnce(key Key, kind string, err error) {
 
 // candidacyState is an election's candidate record and where it is kept.
 type candidacyState struct {
-	// store gives the store of candidate records; nil in unit tests that
-	// build elections by hand.
+	// store gives the store of candidate records (noCandidateStore in an
+	// election built without the Manager's).
 	store  func() candidateStore
-	record *candidacy // nil: none
+	record *candidacy
 }
 
 // candidacy keeps an election's candidate record: written when the

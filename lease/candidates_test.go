@@ -565,9 +565,6 @@ func candidateRecordName(lease, identity string) string {
 	return candidates.RecordName(lease, identity)
 }
 
-// countRecordWrites counts the tries to create, update, patch or delete the
-// Lease name (the fake keeps every action, but reading them needs its lock).
-// Installed last, it runs first: it sees the tries other reactors refuse.
 // recordOnFakeClock is candidate identity's record on lease ns/l alone,
 // started as a candidacy starts it, on a fake clock (the only timer there
 // is the record's) and client's candidate records.
@@ -586,6 +583,9 @@ func recordOnFakeClock(t *testing.T, client *fake.Clientset, identity string) (*
 	return e.candidacy.record, clk
 }
 
+// countRecordWrites counts the tries to create, update, patch or delete the
+// Lease name (the fake keeps every action, but reading them needs its lock).
+// Installed last, it runs first: it sees the tries other reactors refuse.
 func countRecordWrites(client *fake.Clientset, name string) *atomic.Int64 {
 	var n atomic.Int64
 	client.PrependReactor("*", "leases", func(a k8stesting.Action) (bool, kruntime.Object, error) {
@@ -665,11 +665,16 @@ func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
 	writes := countRecordWrites(client, name)
 	c, clk := recordOnFakeClock(t, client, "a")
 	eventually(t, 5*time.Second, "the first write", func() bool { return writes.Load() == 1 })
-	// newBackoff's jitter only shortens a wait: a Step of the whole of it
-	// brings the retry.
+	// newBackoff draws each wait from [wait/2, wait]: nothing comes before
+	// half of it (the fake clock fires a due timer inside Step, so a timer
+	// still waiting after a Step did not fire), and all of it brings the retry.
 	for i, wait := range []time.Duration{candidateRetryMin, 2 * candidateRetryMin} {
 		awaitWaiters(t, clk, 1)
-		clk.Step(wait)
+		clk.Step(wait/2 - time.Millisecond)
+		if n := clk.Waiters(); n != 1 {
+			t.Fatalf("retry %d came before half its backoff (%v): %d timers left", i+1, wait/2, n)
+		}
+		clk.Step(wait/2 + time.Millisecond)
 		eventually(t, 5*time.Second, fmt.Sprintf("retry %d, %v after the failure", i+1, wait), func() bool { return writes.Load() == int64(i+2) })
 	}
 	eventually(t, 5*time.Second, "the record written", func() bool { c.mu.Lock(); defer c.mu.Unlock(); return c.written })
@@ -680,7 +685,9 @@ func TestCandidateRecordWriteRetriedWithBackoffAfterAFailure(t *testing.T) {
 			writes.Load(), clk.Waiters(), candidateRefresh-time.Second, candidateRefresh)
 	}
 	clk.Step(time.Second)
-	eventually(t, 5*time.Second, "the refresh, candidateRefresh after the write", func() bool { return writes.Load() == 4 })
+	// A refresh is a create (answered AlreadyExists), a read and an update:
+	// two writes.
+	eventually(t, 5*time.Second, "the refresh, candidateRefresh after the write", func() bool { return writes.Load() == 5 })
 }
 
 // Retries of a failing record write stop when the candidacy ends: no write
@@ -707,12 +714,13 @@ func TestCandidateRecordRetriesStopWhenTheCandidacyEnds(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the candidacy's end did not finish")
 	}
+	// Nothing left to fire: no write can follow (a retry due after the end
+	// would return at its ended check all the same).
 	if n := clk.Waiters(); n != 0 {
 		t.Fatalf("%d timers left on the record's clock after its end: the pending retry was not stopped", n)
 	}
-	clk.Step(candidateRetryMax + candidateRefresh)
 	if n := writes.Load(); n != 2 {
-		t.Fatalf("%d record writes after the candidacy ended", n-2)
+		t.Fatalf("%d record writes by the end, want the 2 refused creates", n)
 	}
 }
 

@@ -40,7 +40,7 @@ type Election struct {
 	obs         *observer
 	clock       clock.WithDelayedExecution
 	stats       metricsSink
-	events      eventSink // Kubernetes Events on leadership changes (events.go); nil: none
+	events      eventSink // Kubernetes Events on leadership changes (events.go)
 
 	ctx     context.Context
 	elected chan struct{} // closed on becoming leader
@@ -93,7 +93,7 @@ func newIncarnation() string {
 // nil because a unit test built it.
 type electionParts struct {
 	leases kubeapi.Leases             // required
-	obs    *observer                  // nil: an observer of its own on leases
+	obs    *observer                  // nil: one of its own on leases, not started (a test that runs the election passes one it started)
 	clock  clock.WithDelayedExecution // nil: the real clock
 	stats  metricsSink                // nil: counters of its own
 	events eventSink                  // nil: no Events

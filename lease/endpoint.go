@@ -75,8 +75,7 @@ type endpointState struct {
 	withdrawWithin time.Duration
 	// trackAsync registers work that outlives the election's goroutine (a
 	// withdrawal after a loss) with the Manager, whose Shutdown waits for
-	// it or cancels it; the work runs under ctx and calls done. nil:
-	// untracked.
+	// it or cancels it; the work runs under ctx and calls done.
 	trackAsync func() (ctx context.Context, done func())
 }
 

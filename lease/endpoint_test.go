@@ -926,7 +926,7 @@ func standbyOn(t *testing.T, cs *fake.Clientset) (*Election, *leaseStats, *recor
 		t.Fatal(err)
 	}
 	stats := &leaseStats{}
-	stats.CampaignStarted()
+	stats.CampaignStarted(unitTiming.LeaseDuration, unitTiming.RenewDeadline, unitTiming.RetryPeriod)
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "c", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clock.RealClock{}, stats: stats})
 	events := &recordedEvents{}
 	e.events = events
@@ -997,7 +997,7 @@ func TestASupersededPublisherSaysSoAndEmptiesTheStaleSlice(t *testing.T) {
 	lease := heldLease("uid-l", "b", "inc-b", 1)
 	cs := fake.NewClientset(deadLeadersSlice(), lease)
 	stats := &leaseStats{}
-	stats.CampaignStarted()
+	stats.CampaignStarted(unitTiming.LeaseDuration, unitTiming.RenewDeadline, unitTiming.RetryPeriod)
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "b", unitTiming, ElectionOptions{}, electionParts{leases: fake.NewClientset().CoordinationV1().Leases("ns"), clock: clock.RealClock{}, stats: stats})
 	events := &recordedEvents{}
 	e.events = events

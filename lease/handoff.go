@@ -375,7 +375,7 @@ const preferredRecheck = 10 * time.Second
 type handOffState struct {
 	// hook makes a hand-off the library decides (preferred holder,
 	// PolicyYieldToNewer) and reports whether it happened; called on a
-	// goroutine of its own; nil: none.
+	// goroutine of its own.
 	hook           func(to, why string) bool
 	preferredTried string    // the preferred holder last acted on (e.mu)
 	preferredAt    time.Time // and when

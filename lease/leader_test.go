@@ -461,7 +461,7 @@ func TestNoRenewalAfterCancel(t *testing.T) {
 		leases := &heldPatch{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), proceed: make(chan struct{})}
 		clk := clocktesting.NewFakeClock(time.Now())
 		e := startLeading(t, leases, timing, clk)
-		awaitWaiters(t, clk, 2) // the renew timer and the deadline
+		awaitWaitingIn(t, "(*Election).lead", 1) // its renew timer and deadline set
 		clk.Step(timing.RetryPeriod)
 		eventually(t, 5*time.Second, "a renewal begun", func() bool { return leases.started.Load() == 1 })
 		clk.Step(timing.RetryPeriod) // past a retry period: the renew timer fires meanwhile

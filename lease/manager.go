@@ -173,7 +173,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 		handOff:     func(to, why string) bool { return m.handOffOnItsOwn(e, to, why) },
 		firstRounds: m.firstRounds, trackAsync: m.trackAsync, redial: m.api.redial,
 	})
-	m.statsLocked(key).CampaignStarted()
+	m.statsLocked(key).CampaignStarted(t.LeaseDuration, t.RenewDeadline, t.RetryPeriod)
 	e.id = m.nextIDLocked()
 	m.elections.running[key] = e
 	e.start()

@@ -139,7 +139,7 @@ func TestRememberedLeasesAreBounded(t *testing.T) {
 	m.mu.Lock()
 	for i := 0; i < maxRememberedLeases+500; i++ {
 		key := Key{"ns", fmt.Sprintf("old-%d", i)}
-		m.statsLocked(key).CampaignStarted()
+		m.statsLocked(key).CampaignStarted(unitTiming.LeaseDuration, unitTiming.RenewDeadline, unitTiming.RetryPeriod)
 		m.observers.highestToken[key] = int64(i + 1)
 	}
 	m.pruneRememberedLocked()

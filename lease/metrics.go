@@ -45,7 +45,6 @@ func (m *Manager) Metrics() string {
 		if e := m.elections.running[key]; e != nil {
 			l.Leading, l.Token, l.ValidFor = e.IsLeader()
 			l.Candidate = !e.Ended()
-			l.LeaseDuration, l.RenewDeadline, l.RetryPeriod = e.timing.LeaseDuration, e.timing.RenewDeadline, e.timing.RetryPeriod
 		}
 		leases = append(leases, l)
 	}

@@ -99,7 +99,7 @@ func TestScrapeAllocatesAboutItsText(t *testing.T) {
 	m.mu.Lock()
 	for i := range 300 {
 		s := m.statsLocked(Key{Namespace: "ns", Name: fmt.Sprintf("lease-%d", i)})
-		s.CampaignStarted()
+		s.CampaignStarted(unitTiming.LeaseDuration, unitTiming.RenewDeadline, unitTiming.RetryPeriod)
 		s.Renewed(3 * time.Millisecond)
 	}
 	m.mu.Unlock()
@@ -168,4 +168,38 @@ func TestManagerStatsSnapshot(t *testing.T) {
 	if e == nil || !e.Running || e.Renewals != 1 || e.RenewMeanMs != 3 || e.Losses["taken"] != 0 {
 		t.Fatalf("election stats: %+v", e)
 	}
+}
+
+// The timing gauges are those of the election that ran on the lease, and
+// stay once it ended, beside its other gauges (a dashboard or an alert
+// comparing a latency with them keeps its reference).
+func TestTheTimingGaugesOutliveTheElection(t *testing.T) {
+	m, _, _ := fakeManager()
+	t.Cleanup(func() { _ = m.Shutdown(5 * time.Second) })
+	e, err := m.RunElection("ns", "l", "a", unitTiming)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lease := map[string]string{"name": "ns/l"}
+	check := func(when string) {
+		t.Helper()
+		fams := parseMetrics(t, m.Metrics())
+		for family, want := range map[string]time.Duration{"k8s_lease_lease_duration_seconds": unitTiming.LeaseDuration,
+			"k8s_lease_renew_deadline_seconds": unitTiming.RenewDeadline, "k8s_lease_retry_period_seconds": unitTiming.RetryPeriod} {
+			if got := metricValue(fams, family, lease); got != want.Seconds() {
+				t.Errorf("%s: %s = %v, want %v", when, family, got, want.Seconds())
+			}
+		}
+		if got := metricValue(fams, "k8s_lease_candidate", lease); got == -1 {
+			t.Errorf("%s: no k8s_lease_candidate series", when)
+		}
+	}
+	check("leading")
+	if err := m.CancelElection("ns", "l"); err != nil {
+		t.Fatal(err)
+	}
+	check("after CancelElection")
 }

@@ -534,7 +534,11 @@ func TestAnAcquisitionAnsweredNotFoundLeadsToARecreate(t *testing.T) {
 		return err == nil
 	}
 	for range 200 { // a second of fake time at each wait of the campaign
-		if !waitUntil(10*time.Second, func() bool { return clk.HasWaiters() || recreated() }) {
+		// The campaign waits on the clock (a retry's sleep, or a wait for
+		// the term to run out): the candidate record's timer, also on it, is
+		// no sign of that.
+		waiting := func() bool { return waitingIn("(*Election).waitFor")+waitingIn("(*Election).sleep") > 0 }
+		if !waitUntil(10*time.Second, func() bool { return waiting() || recreated() }) {
 			t.Fatal("the campaign neither waits nor re-created the Lease")
 		}
 		if recreated() {

@@ -119,9 +119,9 @@ const firstRoundsAtOnce = 16
 
 // firstRoundState is an election's place among the first rounds.
 type firstRoundState struct {
-	// gate admits the election to its first round; over leaves it once
-	// that round has an outcome (run's goroutine only). nil: no gate (unit
-	// tests that build elections by hand).
+	// gate admits the election to its first round (the Manager's, shared
+	// by its elections); over leaves it once that round has an outcome
+	// (run's goroutine only).
 	gate     *gate
 	over     func()
 	admitted atomic.Bool // past gate: it has sent or may send requests

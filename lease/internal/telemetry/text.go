@@ -32,10 +32,6 @@ type LeaseMetrics struct {
 	Token     int64
 	ValidFor  time.Duration
 	Candidate bool
-	// LeaseDuration, RenewDeadline and RetryPeriod: the timing of the
-	// election of this process on the lease (0: none ran), so that alerts
-	// and dashboards compare latencies with this lease's own deadlines.
-	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // elected: an election of this process ran on the lease (only those get
@@ -74,25 +70,26 @@ func writeMetrics(p *promWriter, leases []LeaseMetrics, logLinesDropped int64) {
 	p.sample("k8s_lease_goroutines", float64(runtime.NumGoroutine()))
 }
 
-// writeTimingMetrics writes the timing of each lease's election: the
-// slack a renewal may take (renew deadline minus retry period) is a
-// ratio of these, not a constant of a rule.
+// writeTimingMetrics writes the timing of each lease's last election (it
+// stays once the election ended, as the other election families do): the
+// slack a renewal may take (renew deadline minus retry period) is a ratio
+// of these, not a constant of a rule.
 func writeTimingMetrics(p *promWriter, leases []LeaseMetrics) {
 	for _, f := range []struct {
 		family, help string
-		of           func(*LeaseMetrics) time.Duration
+		of           func(*LeaseCounters) int64
 	}{
-		{"k8s_lease_lease_duration_seconds", "The lease duration of this process's election on the lease: how long standbys wait after the last renewal.",
-			func(l *LeaseMetrics) time.Duration { return l.LeaseDuration }},
-		{"k8s_lease_renew_deadline_seconds", "The renew deadline of this process's election on the lease: how long a leader goes without an answered renewal before it steps down.",
-			func(l *LeaseMetrics) time.Duration { return l.RenewDeadline }},
-		{"k8s_lease_retry_period_seconds", "The retry period of this process's election on the lease: how often it renews, or tries to acquire.",
-			func(l *LeaseMetrics) time.Duration { return l.RetryPeriod }},
+		{"k8s_lease_lease_duration_seconds", "The lease duration of this process's last election on the lease: how long standbys wait after the last renewal.",
+			func(c *LeaseCounters) int64 { return c.leaseDuration.Load() }},
+		{"k8s_lease_renew_deadline_seconds", "The renew deadline of this process's last election on the lease: how long a leader goes without an answered renewal before it steps down.",
+			func(c *LeaseCounters) int64 { return c.renewDeadline.Load() }},
+		{"k8s_lease_retry_period_seconds", "The retry period of this process's last election on the lease: how often it renews, or tries to acquire.",
+			func(c *LeaseCounters) int64 { return c.retryPeriod.Load() }},
 	} {
 		p.family(f.family, "gauge", f.help)
-		for i := range leases {
-			if l := &leases[i]; l.elected() && f.of(l) > 0 {
-				p.sample(f.family, f.of(l).Seconds(), "name", l.Name)
+		for _, l := range leases {
+			if l.elected() {
+				p.sample(f.family, time.Duration(f.of(l.Counters)).Seconds(), "name", l.Name)
 			}
 		}
 	}

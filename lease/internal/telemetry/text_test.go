@@ -33,7 +33,7 @@ func TestLabelsEscaped(t *testing.T) {
 // watch restarts; histograms count what was observed.
 func TestMetricsTextParses(t *testing.T) {
 	var elected, watched LeaseCounters
-	elected.CampaignStarted()
+	elected.CampaignStarted(15*time.Second, 10*time.Second, 2*time.Second)
 	elected.Elected(30*time.Millisecond, 2*time.Second)
 	elected.Renewed(3 * time.Millisecond)
 	elected.EndpointSuperseded()
@@ -42,8 +42,7 @@ func TestMetricsTextParses(t *testing.T) {
 	watched.WatchStarted()
 	watched.WatchRestarted()
 	leases := []LeaseMetrics{{Name: "ns/w", Counters: &watched},
-		{Name: "ns/e", Counters: &elected, Leading: true, Token: 7, ValidFor: 3500 * time.Millisecond, Candidate: true,
-			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
+		{Name: "ns/e", Counters: &elected, Leading: true, Token: 7, ValidFor: 3500 * time.Millisecond, Candidate: true}}
 	fams := telemetrytest.Parse(t, MetricsText(leases, 7, 0))
 	e, w := map[string]string{"name": "ns/e"}, map[string]string{"name": "ns/w"}
 	for _, tc := range []struct {
