@@ -6,7 +6,8 @@ set -euo pipefail
 
 missing=()
 for pkg in cmake g++ make pkg-config libgtest-dev prometheus; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  # Installed, not merely known (a removed package keeps its config files).
+  [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ] || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
