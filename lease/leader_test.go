@@ -267,7 +267,10 @@ func TestFirstRenewalIsSpreadOverThePeriod(t *testing.T) {
 // 1000 elections won at one instant use (nearly) every slot of the period,
 // about 16 renewals each: their first renewals, and so all the later ones,
 // spread over the whole period (they filled half the slots, twice as full,
-// when first renewals came in the second half only).
+// when first renewals came in the second half only: the slots' count tells
+// that). The first renewals are random, so a slot holds 16 ± 4: the
+// fullest of 62 passed twice renewalBurst (32) in 40 of 5000 runs; three
+// times it (48) is as far from chance as from lock-step.
 func TestElectionsWonTogetherFillTheSlots(t *testing.T) {
 	const period, leaders = 2 * time.Second, 1000
 	slot := period / (leaders / renewalBurst)
@@ -282,7 +285,7 @@ func TestElectionsWonTogetherFillTheSlots(t *testing.T) {
 	for _, n := range perSlot {
 		fullest = max(fullest, n)
 	}
-	if len(perSlot) < int(slots)*9/10 || fullest > 2*renewalBurst {
+	if len(perSlot) < int(slots)*9/10 || fullest > 3*renewalBurst {
 		t.Fatalf("%d elections won together renew in %d of %d slots, the fullest with %d", leaders, len(perSlot), slots, fullest)
 	}
 }
