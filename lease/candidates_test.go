@@ -419,20 +419,7 @@ func TestHandOffRegressionRecordSurvivesStandingAgain(t *testing.T) {
 		}
 	}}
 	x, am := process(t, client), process(t, client)
-	ex, err := x.RunElection("ns", "l", "x", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ex.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := am.RunElection("ns", "l", "a", fastUnitTiming); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a recorded", func() bool {
-		cs, err := x.Candidates("ns", "l")
-		return err == nil && len(cs) == 2
-	})
+	leaderAndRecordedStandby(t, x, am, "x", "a", fastUnitTiming)
 	// a stands again at once.
 	if err := am.CancelElection("ns", "l"); err != nil {
 		t.Fatal(err)

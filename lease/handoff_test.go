@@ -173,22 +173,8 @@ func TestHandOffRegressionTimeoutReportsWhatHappened(t *testing.T) {
 			}
 		}}
 		a, b := process(t, client), process(t, client)
-		ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ea.WaitElected(5 * time.Second); err != nil {
-			t.Fatal(err)
-		}
-		eb, err := b.RunElection("ns", "l", "b", fastUnitTiming)
-		if err != nil {
-			t.Fatal(err)
-		}
-		eventually(t, 5*time.Second, "b recorded", func() bool {
-			cs, err := a.Candidates("ns", "l")
-			return err == nil && len(cs) == 2
-		})
-		err = a.HandOff("ns", "l", "b", 500*time.Millisecond)
+		_, eb := leaderAndRecordedStandby(t, a, b, "a", "b", fastUnitTiming)
+		err := a.HandOff("ns", "l", "b", 500*time.Millisecond)
 		okB, tok, _ := eb.IsLeader()
 		t.Logf("HandOff = %v; b leads: %v (token %d)", err, okB, tok)
 		if !(!errors.Is(err, errReleasedInstead) || !okB) {
@@ -512,20 +498,7 @@ func TestHandOffRegressionShutdownWaitsForOwnHandOff(t *testing.T) {
 	a.SetClient(clientsetapi.Wrap(client))
 	a.SetEvents(true)
 	b := process(t, client)
-	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ea.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b recorded", func() bool {
-		cs, err := a.Candidates("ns", "l")
-		return err == nil && len(cs) == 2
-	})
+	leaderAndRecordedStandby(t, a, b, "a", "b", fastUnitTiming)
 	annotateLease(t, fc, PreferredHolderAnnotation, "b")
 	select {
 	case <-writing:
@@ -568,20 +541,7 @@ func TestHandOffRegressionOwnHandOffReasonKeptForWaitLost(t *testing.T) {
 	client := fake.NewClientset()
 	enforceResourceVersions(client)
 	a, b := process(t, client), process(t, client)
-	ea, err := a.RunElection("ns", "l", "a", fastUnitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ea.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.RunElection("ns", "l", "b", fastUnitTiming); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b recorded", func() bool {
-		cs, err := a.Candidates("ns", "l")
-		return err == nil && len(cs) == 2
-	})
+	ea, _ := leaderAndRecordedStandby(t, a, b, "a", "b", fastUnitTiming)
 	annotateLease(t, client, PreferredHolderAnnotation, "b")
 	<-ea.ending.ended
 	byName, byID := a.Election("ns", "l"), a.ElectionID("ns", "l", ea.ID())
@@ -1217,22 +1177,9 @@ func TestHandOffTimeoutBoundsOnlyTheWaitForTheTarget(t *testing.T) {
 	client := fake.NewClientset()
 	slowA := &slowLeaseUpdates{Client: clientsetapi.Wrap(client), latency: 100 * time.Millisecond}
 	a, b := processOn(t, slowA), process(t, client)
-	ea, err := a.RunElection("ns", "l", "a", unitTiming)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ea.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.RunElection("ns", "l", "b", unitTiming); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "b has recorded its candidacy", func() bool {
-		cs, err := a.Candidates("ns", "l")
-		return err == nil && len(cs) == 2
-	})
+	ea, _ := leaderAndRecordedStandby(t, a, b, "a", "b", unitTiming)
 	slowA.armed.Store(true)
-	err = a.HandOff("ns", "l", "b", 5*time.Millisecond)
+	err := a.HandOff("ns", "l", "b", 5*time.Millisecond)
 	t.Logf("HandOff(5 ms) on a 100 ms API server = %v", err)
 	if errors.Is(err, errReleaseFailed) {
 		t.Fatalf("the timeout for the target bounded the release too: %v", err)

@@ -578,3 +578,27 @@ func awaitFailedHandOff(t *testing.T, client *fake.Clientset, to string) {
 		return err == nil && strings.HasPrefix(l.Annotations[HandOffFailedAnnotation], to+" ")
 	})
 }
+
+// leaderAndRecordedStandby makes leader lead ns/l in process lm and
+// standby campaign on it in process sm, and waits until the leader's
+// process lists both candidates' records (a hand-off to the standby is
+// then allowed); it returns the two elections.
+func leaderAndRecordedStandby(t *testing.T, lm, sm *Manager, leader, standby string, timing Timing) (*Election, *Election) {
+	t.Helper()
+	el, err := lm.RunElection("ns", "l", leader, timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := el.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	es, err := sm.RunElection("ns", "l", standby, timing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, standby+"'s candidate record", func() bool {
+		cs, err := lm.Candidates("ns", "l")
+		return err == nil && len(cs) == 2
+	})
+	return el, es
+}
