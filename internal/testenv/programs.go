@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
+	"time"
 )
 
 // BuildCxx compiles the C++ program source (a path in the repository, e.g.
@@ -43,4 +45,33 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RunSuite runs a suite's tests (m) on a bed of its own, for TestMain to
+// pass to os.Exit: prepare gets a scratch directory (removed after), then
+// the bed starts with namespace and started receives it, m runs, and the
+// bed stops. suite names the suite in the errors it prints.
+func RunSuite(m *testing.M, suite, namespace string, prepare func(dir string) error, started func(*Server)) int {
+	dir, err := os.MkdirTemp("", "k8s-lease-"+namespace+"-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if err := prepare(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := Start(os.Stderr, "--namespace", namespace)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s needs a real API server: %v\n", suite, err)
+		return 1
+	}
+	started(s)
+	code := m.Run()
+	if err := s.Stop(30 * time.Second); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest-server:", err)
+		code = 1
+	}
+	return code
 }

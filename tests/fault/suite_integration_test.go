@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/k8s-lease/k8s-lease/internal/testenv"
 )
@@ -55,33 +54,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	code := run(m)
-	os.Exit(code)
-}
-
-func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "k8s-lease-fault-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	binDir = dir
-	if candidate, err = buildCandidate(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	server, err = testenv.Start(os.Stderr, "--namespace", namespace)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "the fault suite needs a real API server:", err)
-		return 1
-	}
-	code := m.Run()
-	if err := server.Stop(30 * time.Second); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest-server:", err)
-		code = 1
-	}
-	return code
+	os.Exit(testenv.RunSuite(m, "the fault suite", namespace, func(dir string) (err error) {
+		binDir = dir
+		candidate, err = buildCandidate(dir)
+		return err
+	}, func(s *testenv.Server) { server = s }))
 }
 
 // buildCandidate compiles the C++ candidate against the shipped library.

@@ -66,11 +66,15 @@ func RunRuleTests(dir, name string, f TestFile) (string, error) {
 	return RunPromtool(promtool, "test", "rules", path)
 }
 
-// RunPromtool runs promtool with args.
+// RunPromtool runs promtool with args: an error unless it exits 0 and
+// says SUCCESS.
 func RunPromtool(promtool string, args ...string) (string, error) {
 	out, err := exec.Command(promtool, args...).CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if !strings.Contains(string(out), "SUCCESS") {
+		return string(out), fmt.Errorf("promtool %s said no SUCCESS:\n%s", strings.Join(args, " "), out)
 	}
 	return string(out), nil
 }

@@ -110,12 +110,8 @@ func TestTheHandWrittenRuleCasesPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := RunPromtool(promtool, "test", "rules", filepath.Join(Dir(testenv.RepoRoot()), "k8s-lease-rules.test.yaml"))
-	if err != nil {
+	if _, err := RunPromtool(promtool, "test", "rules", filepath.Join(Dir(testenv.RepoRoot()), "k8s-lease-rules.test.yaml")); err != nil {
 		t.Fatal(err)
-	}
-	if !strings.Contains(out, "SUCCESS") {
-		t.Fatalf("promtool said no SUCCESS:\n%s", out)
 	}
 }
 
