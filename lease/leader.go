@@ -40,7 +40,8 @@ import (
 // slow renewal, leadership holds while L < renewDeadline - retryPeriod -
 // inlineCut (7 s at 15/10/2), not L < renewDeadline - retryPeriod; once
 // on workers, while L + retryPeriod < renewDeadline, as before. Renewals
-// go out at the start of their slot (renewalSlot).
+// go out at the start of their slot (renewalSlot). While none is answered
+// for long, renewals are hedged (hedgeInterval).
 func (e *Election) lead() error {
 	leading.Add(1)
 	defer leading.Add(-1)
@@ -116,7 +117,13 @@ func (e *Election) lead() error {
 // returns the reason to end that a renewal answered here gives.
 func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
 	now := e.clock.Now()
-	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+	// Unanswered past the cut: renewals go out every hedgeInterval instead
+	// of every retry period (see hedgeInterval).
+	hedging := p.hung(now, e.timing)
+	wait := renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load())
+	if hedging {
+		wait = hedgeInterval(e.timing)
+	}
 	// The oldest renewal in flight is past the cut: its connection
 	// may hang (a frozen API server), and the next one would wait
 	// on it too. Closing it fails what is in flight on it, so the
@@ -128,26 +135,30 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
 		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
-		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
-			renew.Reset(next.Sub(now))
+		if !next.IsZero() && next.Before(now.Add(wait)) {
+			wait = next.Sub(now)
 		}
 	}
+	renew.Reset(wait)
 	// A full pipeline with no answer since its oldest renewal was sent,
 	// which is late: the renewals hang behind the API server (an etcd
-	// member frozen: the requests it routed there wait, later ones would
+	// member frozen: the requests it routed there wait, later ones may
 	// go to live members) and would hold the pipeline until their
 	// deadlines. The oldest is given up (cancelled; it may land all the
 	// same, which harms nothing); once its cancel is answered, a fresh one
 	// goes out in its place. An API server that is merely slow answers
 	// now and then: nothing is given up.
-	if len(p.sent) >= maxRenewalsInFlight && p.lastAnswer.Before(p.sent[0]) &&
-		now.Sub(p.sent[0]) >= max(pipelineAfter(e.timing), e.timing.RetryPeriod) {
+	limit := p.limit(hedging)
+	if len(p.sent) >= limit && p.lastAnswer.Before(p.sent[0]) && now.Sub(p.sent[0]) >= giveUpAfter(e.timing) {
 		p.giveUpOldest()
 	}
+	extra := len(p.sent) >= maxRenewalsInFlight // a hedge past the usual bound
 	switch {
-	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
+	case len(p.sent) >= limit:
+	case !p.shouldSend(now, e.timing) && !redialed && !hedging:
+	case extra && !hedges.take():
 	case len(p.sent) == 0 && p.inline(e.timing):
-		p.sent, p.cancels = append(p.sent, now), append(p.cancels, nil)
+		p.sending(now, nil)
 		r, slow := e.renewInline(ctx, patch, now)
 		if !slow {
 			reason = settle(r)
@@ -156,9 +167,10 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		// Unanswered at the cut: from now on renewals go out on
 		// workers (beside each other when slow enough), the next
 		// at once, on a new connection if this one received
-		// nothing meanwhile (a frozen API server).
+		// nothing meanwhile (a frozen API server). It is no answer:
+		// it counts as waiting (hung) since it was sent.
 		e.api.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-		p.done(r, e.clock.Now())
+		p.forget(now)
 		p.latency = max(p.latency, e.clock.Since(now))
 		if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
 			e.stats.RenewFailed()
@@ -166,10 +178,12 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		renew.Reset(0)
 	default:
 		rctx, cancel := context.WithCancel(ctx)
-		p.sent = append(p.sent, now)
-		p.cancels = append(p.cancels, cancel)
+		p.sending(now, cancel)
 		renewers.Go(func() {
 			defer cancel()
+			if extra {
+				defer hedges.release()
+			}
 			e.sendRenewal(rctx, patch, now, results)
 		})
 	}
@@ -224,8 +238,39 @@ func firstRenewal(t Timing, validity time.Duration) time.Duration {
 	return min(1+rand.N(t.RetryPeriod), max(0, validity-(t.RenewDeadline-t.RetryPeriod)))
 }
 
-// maxRenewalsInFlight bounds pipelined renewals (see lead).
-const maxRenewalsInFlight = 4
+// maxRenewalsInFlight bounds pipelined renewals (see lead), and
+// maxHedgedInFlight renewals in flight while none is answered (see
+// hedgeInterval): enough that, at a renew deadline of six retry periods
+// (4/3/0.5 s), hedges go out until the oldest may be given up
+// (giveUpAfter).
+const (
+	maxRenewalsInFlight = 4
+	maxHedgedInFlight   = 16
+)
+
+// giveUpAfter is how long a renewal stays in flight, unanswered like every
+// other since, before it is given up to make room (see renewDue): the
+// longest latency that a leader survives when it sets in suddenly
+// (renewDeadline - retryPeriod - inlineCut, see lead). Giving up sooner
+// would cancel every renewal to an API server that is merely that slow.
+func giveUpAfter(t Timing) time.Duration {
+	return max(pipelineAfter(t), t.RetryPeriod, t.RenewDeadline-t.RetryPeriod-inlineCut(t))
+}
+
+// hedgeInterval is how often a leader sends a renewal while none has been
+// answered since one went unanswered past inlineCut: four per retry
+// period. Renewals that hang at the API server, not on a connection, hang
+// one by one: at an etcd member's freeze the API server sends each request
+// to the members in turn, and measured on the HA bed about half the
+// writes then wait for the frozen member until it thaws, on whichever
+// connection, while the others are answered in milliseconds. The more
+// renewals go out before the renew deadline, the likelier one gets
+// through; at one a retry period (as client-go sends) a leader on the HA
+// bed lost its term in 1 of 24 etcd-member freezes at 4/3/0.5 s. Renewals in flight stay bounded
+// (maxHedgedInFlight; the oldest is given up past that, see renewDue), and
+// the pace falls back to one a retry period at the first answer: an API
+// server that is slow, not hung, answers, and is not sent more.
+func hedgeInterval(t Timing) time.Duration { return t.RetryPeriod / 4 }
 
 // pipeline tracks the renewals in flight and the latency seen, and decides
 // when to send one more.
@@ -238,6 +283,37 @@ type pipeline struct {
 	// their answers come.
 	lastAnswer time.Time
 	givenUpAt  map[time.Time]bool
+	// waitingSince: when the oldest renewal not answered since the last
+	// answer went out, abandoned and given-up ones included (zero: none).
+	waitingSince time.Time
+}
+
+// sending counts a renewal sent at sent as in flight (cancel: nil for one
+// on the leading goroutine).
+func (p *pipeline) sending(sent time.Time, cancel context.CancelFunc) {
+	p.sent, p.cancels = append(p.sent, sent), append(p.cancels, cancel)
+	if p.waitingSince.IsZero() {
+		p.waitingSince = sent
+	}
+}
+
+// hung reports whether renewals wait and none has been answered for
+// inlineCut, or twice the last latency when that is more: renewals then go
+// out every hedgeInterval. A slow API server, one whose answers are known
+// to take long, is not taken for a hung one.
+func (p *pipeline) hung(now time.Time, t Timing) bool {
+	if p.waitingSince.IsZero() {
+		return false
+	}
+	return now.Sub(later(p.waitingSince, p.lastAnswer)) >= max(inlineCut(t), 2*p.latency)
+}
+
+// limit is how many renewals may be in flight.
+func (p *pipeline) limit(hedging bool) int {
+	if hedging {
+		return maxHedgedInFlight
+	}
+	return maxRenewalsInFlight
 }
 
 // giveUpOldest cancels the oldest renewal in flight not given up yet.
@@ -310,6 +386,10 @@ func (p *pipeline) done(r renewal, now time.Time) {
 		p.latency = now.Sub(r.sent)
 	}
 	p.lastAnswer = now
+	p.waitingSince = time.Time{}
+	if len(p.sent) > 0 {
+		p.waitingSince = p.sent[0]
+	}
 }
 
 // forget stops counting the renewal sent at sent as in flight.
@@ -381,6 +461,13 @@ func (e *Election) renewInline(ctx context.Context, patch renewPatch, sent time.
 		return r, true
 	}
 	return r, false
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func earliest(a, b time.Time) time.Time {
