@@ -62,7 +62,10 @@ func (e *Election) lead() error {
 	if err != nil {
 		return err
 	}
-	results := make(chan renewal, maxRenewalsInFlight) // senders never block
+	// Senders never block: at most maxHedgedInFlight are in flight, given-up
+	// ones included, and their answers must land after lead returns too, or
+	// their workers (and the hedges' tokens) would wait forever.
+	results := make(chan renewal, maxHedgedInFlight)
 	p := pipeline{}
 	settle := func(r renewal) error {
 		if p.givenUp(r) && r.err != nil {
@@ -124,7 +127,8 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	if hedging {
 		wait = hedgeInterval(e.timing)
 	}
-	// The oldest renewal in flight is past the cut: its connection
+	// The oldest renewal in flight is past the cut (or twice the last
+	// latency, when answers are known to be slow): its connection
 	// may hang (a frozen API server), and the next one would wait
 	// on it too. Closing it fails what is in flight on it, so the
 	// next goes out at once on a new connection, whatever the
@@ -132,7 +136,7 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	// server again (a load balancer picks per connection): then
 	// the next round comes as soon as the pace allows.
 	redialed := false
-	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
+	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= p.patience(e.timing) {
 		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
 		if !next.IsZero() && next.Before(now.Add(wait)) {
@@ -148,17 +152,16 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	// same, which harms nothing); once its cancel is answered, a fresh one
 	// goes out in its place. An API server that is merely slow answers
 	// now and then: nothing is given up.
-	limit := p.limit(hedging)
-	if len(p.sent) >= limit && p.lastAnswer.Before(p.sent[0]) && now.Sub(p.sent[0]) >= giveUpAfter(e.timing) {
+	if len(p.sent) >= maxHedgedInFlight && p.lastAnswer.Before(p.sent[0]) && now.Sub(p.sent[0]) >= giveUpAfter(e.timing) {
 		p.giveUpOldest()
 	}
-	extra := len(p.sent) >= maxRenewalsInFlight // a hedge past the usual bound
+	extra := len(p.sent) >= maxRenewalsInFlight // past the usual bound: the process's budget decides
 	switch {
-	case len(p.sent) >= limit:
-	case !p.shouldSend(now, e.timing) && !redialed && !hedging:
+	case len(p.sent) >= maxHedgedInFlight:
+	case !hedging && !redialed && !p.shouldSend(now, e.timing):
 	case extra && !hedges.take():
 	case len(p.sent) == 0 && p.inline(e.timing):
-		p.sending(now, nil)
+		p.sending(now, nil, false)
 		r, slow := e.renewInline(ctx, patch, now)
 		if !slow {
 			reason = settle(r)
@@ -178,7 +181,7 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		renew.Reset(0)
 	default:
 		rctx, cancel := context.WithCancel(ctx)
-		p.sending(now, cancel)
+		p.sending(now, cancel, hedging)
 		renewers.Go(func() {
 			defer cancel()
 			if extra {
@@ -286,12 +289,17 @@ type pipeline struct {
 	// waitingSince: when the oldest renewal not answered since the last
 	// answer went out, abandoned and given-up ones included (zero: none).
 	waitingSince time.Time
+	// hedged: per renewal in flight, whether it was sent while hedging;
+	// answered: the latency of the last success (latency also counts
+	// the age of a renewal abandoned at the cut).
+	hedged   []bool
+	answered time.Duration
 }
 
 // sending counts a renewal sent at sent as in flight (cancel: nil for one
-// on the leading goroutine).
-func (p *pipeline) sending(sent time.Time, cancel context.CancelFunc) {
-	p.sent, p.cancels = append(p.sent, sent), append(p.cancels, cancel)
+// on the leading goroutine; hedge: sent while hedging).
+func (p *pipeline) sending(sent time.Time, cancel context.CancelFunc, hedge bool) {
+	p.sent, p.cancels, p.hedged = append(p.sent, sent), append(p.cancels, cancel), append(p.hedged, hedge)
 	if p.waitingSince.IsZero() {
 		p.waitingSince = sent
 	}
@@ -305,15 +313,29 @@ func (p *pipeline) hung(now time.Time, t Timing) bool {
 	if p.waitingSince.IsZero() {
 		return false
 	}
-	return now.Sub(later(p.waitingSince, p.lastAnswer)) >= max(inlineCut(t), 2*p.latency)
+	return now.Sub(later(p.waitingSince, p.lastAnswer)) >= p.patience(t)
 }
 
-// limit is how many renewals may be in flight.
-func (p *pipeline) limit(hedging bool) int {
-	if hedging {
-		return maxHedgedInFlight
+// patience is how long a renewal may go unanswered before the API server
+// is taken for hung (its connection closed if silent, renewals hedged):
+// inlineCut, or twice the last latency when that is more. A slow API
+// server's connection is silent while it works on a lone renewal; closing
+// it would fail the renewals that it was about to answer.
+func (p *pipeline) patience(t Timing) time.Duration {
+	return max(inlineCut(t), 2*p.answered)
+}
+
+// paced is how many renewals in flight were sent at the usual pace, not
+// hedges: hedges still in flight once answers come back do not hold back
+// the renewals that keep the term going.
+func (p *pipeline) paced() int {
+	n := len(p.sent)
+	for _, h := range p.hedged {
+		if h {
+			n--
+		}
 	}
-	return maxRenewalsInFlight
+	return n
 }
 
 // giveUpOldest cancels the oldest renewal in flight not given up yet.
@@ -344,10 +366,11 @@ func (p *pipeline) givenUp(r renewal) bool {
 // only when the latency is high enough that one at a time would not keep
 // up (2L + retryPeriod above 3/4 of the renew deadline).
 func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
-	if len(p.sent) == 0 {
+	n := p.paced()
+	if n == 0 {
 		return true
 	}
-	if len(p.sent) >= maxRenewalsInFlight {
+	if n >= maxRenewalsInFlight {
 		return false
 	}
 	l := max(p.latency, now.Sub(p.sent[0]))
@@ -384,6 +407,7 @@ func (p *pipeline) done(r renewal, now time.Time) {
 	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
+		p.answered = p.latency
 	}
 	p.lastAnswer = now
 	p.waitingSince = time.Time{}
@@ -399,6 +423,9 @@ func (p *pipeline) forget(sent time.Time) {
 			p.sent = append(p.sent[:i], p.sent[i+1:]...)
 			if i < len(p.cancels) {
 				p.cancels = append(p.cancels[:i], p.cancels[i+1:]...)
+			}
+			if i < len(p.hedged) {
+				p.hedged = append(p.hedged[:i], p.hedged[i+1:]...)
 			}
 			return
 		}

@@ -147,8 +147,9 @@ func TestPipelineHung(t *testing.T) {
 		{"waiting less than the cut", pipeline{waitingSince: ago(200 * time.Millisecond), latency: 5 * time.Millisecond}, false},
 		{"waiting past the cut, fast answers before", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 5 * time.Millisecond}, true},
 		{"waiting past the cut, answered since", pipeline{waitingSince: ago(time.Second), lastAnswer: ago(100 * time.Millisecond), latency: 5 * time.Millisecond}, false},
-		{"a slow server within twice its latency", pipeline{waitingSince: ago(time.Second), latency: 600 * time.Millisecond}, false},
-		{"a slow server past twice its latency", pipeline{waitingSince: ago(1300 * time.Millisecond), latency: 600 * time.Millisecond}, true},
+		{"a slow server within twice its latency", pipeline{waitingSince: ago(time.Second), answered: 600 * time.Millisecond}, false},
+		{"a slow server past twice its latency", pipeline{waitingSince: ago(1300 * time.Millisecond), answered: 600 * time.Millisecond}, true},
+		{"past the cut after a renewal abandoned there", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 250 * time.Millisecond, answered: 5 * time.Millisecond}, true},
 	}
 	for _, tc := range cases {
 		if got := tc.p.hung(now, tm); got != tc.want {
@@ -156,16 +157,47 @@ func TestPipelineHung(t *testing.T) {
 		}
 	}
 	p := pipeline{}
-	p.sending(ago(time.Second), nil)
-	p.sending(ago(500*time.Millisecond), nil)
+	p.sending(ago(time.Second), nil, false)
+	p.sending(ago(500*time.Millisecond), nil, true)
 	p.forget(ago(time.Second)) // abandoned or given up: no answer
 	if !p.waitingSince.Equal(ago(time.Second)) || !p.hung(now, tm) {
 		t.Errorf("an abandoned renewal must keep counting as waiting: %+v", p)
+	}
+	if p.paced() != 0 || !p.shouldSend(now, tm) {
+		t.Errorf("a hedge in flight must not hold back the renewal due at the usual pace: %+v", p)
 	}
 	p.done(renewal{sent: ago(500 * time.Millisecond), err: errors.New("refused")}, now)
 	if !p.waitingSince.IsZero() || p.hung(now, tm) {
 		t.Errorf("an answer, even a refusal, ends the wait: %+v", p)
 	}
+}
+
+// An election that ends while it hedges (here: lost by its renew
+// deadline, every renewal hung) leaves nothing behind once the renewals in
+// flight end by their own deadlines: every hedge's answer is received (no
+// worker blocked on the results channel) and its token is back in the
+// process's budget, so hedging stays possible for the elections after it.
+func TestAnElectionThatEndsWhileHedgingReturnsItsHedges(t *testing.T) {
+	tm := Timing{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	client := fake.NewClientset()
+	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
+	obs := newObserver(hung, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: hung, obs: obs, clock: clock.RealClock{}, stats: stats})
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hung.hang.Store(1 << 30) // every renewal from now on
+	eventually(t, 10*time.Second, "the leadership lost", func() bool { return statsOf(stats).Election.Losses["renew_deadline"] == 1 })
+	if m := hung.maxInFlight.Load(); m <= maxRenewalsInFlight {
+		t.Fatalf("%d renewals in flight at most: the election never hedged", m)
+	}
+	eventually(t, 10*time.Second, "every renewal in flight ended", func() bool { return hung.inFlight.Load() == 0 })
+	eventually(t, 5*time.Second, "every hedge's token back in the budget", func() bool { return hedges.n.Load() == 0 })
 }
 
 // The process's budget of hedges is never exceeded, and returns what is
@@ -590,6 +622,96 @@ func TestSuddenLatencyKeepsLeadership(t *testing.T) {
 				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
 			}
 		})
+	}
+}
+
+// slowConn is one HTTP/2 connection to an API server that answers every
+// renewal (PATCH) after delay, and nothing meanwhile: a round of
+// CloseSilentConnections that finds it silent since its since (no answer
+// received since then) closes it, failing what is in flight on it, as the
+// real client's does; the next request dials a new one.
+type slowConn struct {
+	coordclient.LeaseInterface
+	delay time.Duration
+
+	mu       sync.Mutex
+	lastRead time.Time     // the last answer, or the dial
+	closed   chan struct{} // closed with the connection
+	closes   int
+}
+
+func newSlowConn(leases coordclient.LeaseInterface) *slowConn {
+	return &slowConn{LeaseInterface: leases, lastRead: time.Now(), closed: make(chan struct{})}
+}
+
+func (c *slowConn) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	c.mu.Lock()
+	delay, closed := c.delay, c.closed
+	c.mu.Unlock()
+	select {
+	case <-time.After(delay):
+	case <-closed:
+		return nil, errors.New("read tcp: use of closed network connection")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	c.lastRead = time.Now()
+	c.mu.Unlock()
+	return c.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+func (c *slowConn) CloseSilentConnections(since time.Time) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.lastRead.Before(since) {
+		return 0
+	}
+	close(c.closed)
+	c.closed, c.lastRead = make(chan struct{}), time.Now()
+	c.closes++
+	return 1
+}
+
+// An API server that turns slow (every answer 1.5 s late, at 4/3/0.5: the
+// leader survives it, see TestSuddenLatencyKeepsLeadership) is not taken
+// for a frozen one once its answers show it slow: the leader does not
+// close its connection under the renewals in flight (it did, after the
+// renewals sent beside each other were all answered and one went out
+// alone: silent for half a retry period, its connection was closed, and
+// the renewals after it were answered too late), and keeps its lease.
+func TestASlowAPIServerKeepsItsConnection(t *testing.T) {
+	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
+	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	obs := newObserver(conn, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: conn, obs: obs, clock: clock.RealClock{}, stats: stats})
+	e.api.redial = &redialer{conns: conn}
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "a few fast renewals", func() bool { return statsOf(stats).Election.Renewals >= 2 })
+	conn.mu.Lock()
+	conn.delay = 1500 * time.Millisecond
+	conn.mu.Unlock()
+	first := statsOf(stats).Election.Renewals
+	eventually(t, 10*time.Second, "a renewal answered late", func() bool { return e.Ended() || statsOf(stats).Election.Renewals > first })
+	conn.mu.Lock()
+	closesBefore := conn.closes
+	conn.mu.Unlock()
+	from := statsOf(stats).Election.Renewals
+	eventually(t, 30*time.Second, "12 more renewals answered late", func() bool { return e.Ended() || statsOf(stats).Election.Renewals >= from+12 })
+	if e.Ended() {
+		t.Fatalf("a latency of 1.5 s lost the leadership: %v", e.endReason())
+	}
+	conn.mu.Lock()
+	defer conn.mu.Unlock()
+	if n := conn.closes - closesBefore; n > 0 {
+		t.Fatalf("%d connection(s) closed under renewals after the API server's answers showed it slow", n)
 	}
 }
 
