@@ -155,7 +155,7 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	if len(p.sent) >= maxHedgedInFlight && p.lastAnswer.Before(p.sent[0]) && now.Sub(p.sent[0]) >= giveUpAfter(e.timing) {
 		p.giveUpOldest()
 	}
-	extra := len(p.sent) >= maxRenewalsInFlight // past the usual bound: the process's budget decides
+	extra := hedging && len(p.sent) >= maxRenewalsInFlight // a hedge past the usual bound: the process's budget decides
 	switch {
 	case len(p.sent) >= maxHedgedInFlight:
 	case !hedging && !redialed && !p.shouldSend(now, e.timing):
@@ -318,11 +318,14 @@ func (p *pipeline) hung(now time.Time, t Timing) bool {
 
 // patience is how long a renewal may go unanswered before the API server
 // is taken for hung (its connection closed if silent, renewals hedged):
-// inlineCut, or twice the last latency when that is more. A slow API
-// server's connection is silent while it works on a lone renewal; closing
-// it would fail the renewals that it was about to answer.
+// inlineCut, or twice the last latency when that is more, but never past
+// pipelineAfter. A slow API server's connection is silent while it works
+// on a lone renewal; closing it would fail the renewal it was about to
+// answer. Past pipelineAfter renewals overlap, so a slow server's answers
+// keep its connection from looking silent, and a server that froze after
+// turning slow must still be left in time to renew before the deadline.
 func (p *pipeline) patience(t Timing) time.Duration {
-	return max(inlineCut(t), 2*p.answered)
+	return max(inlineCut(t), min(2*p.answered, pipelineAfter(t)))
 }
 
 // paced is how many renewals in flight were sent at the usual pace, not

@@ -133,7 +133,7 @@ func TestPipelineSendsBesideInFlightOnlyWhenSlow(t *testing.T) {
 
 // Hedging starts once renewals wait and nothing has been answered for
 // inlineCut, or for twice the last latency when the API server is known to
-// be slow, and stops at the first answer.
+// be slow (never past pipelineAfter), and stops at the first answer.
 func TestPipelineHung(t *testing.T) {
 	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond} // cut 250 ms
 	now := testNow
@@ -147,8 +147,9 @@ func TestPipelineHung(t *testing.T) {
 		{"waiting less than the cut", pipeline{waitingSince: ago(200 * time.Millisecond), latency: 5 * time.Millisecond}, false},
 		{"waiting past the cut, fast answers before", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 5 * time.Millisecond}, true},
 		{"waiting past the cut, answered since", pipeline{waitingSince: ago(time.Second), lastAnswer: ago(100 * time.Millisecond), latency: 5 * time.Millisecond}, false},
-		{"a slow server within twice its latency", pipeline{waitingSince: ago(time.Second), answered: 600 * time.Millisecond}, false},
-		{"a slow server past twice its latency", pipeline{waitingSince: ago(1300 * time.Millisecond), answered: 600 * time.Millisecond}, true},
+		{"a slow server within twice its latency", pipeline{waitingSince: ago(700 * time.Millisecond), answered: 400 * time.Millisecond}, false},
+		{"a slow server past twice its latency", pipeline{waitingSince: ago(900 * time.Millisecond), answered: 400 * time.Millisecond}, true},
+		{"a very slow server past pipelineAfter (875 ms)", pipeline{waitingSince: ago(900 * time.Millisecond), answered: 3 * time.Second}, true},
 		{"past the cut after a renewal abandoned there", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 250 * time.Millisecond, answered: 5 * time.Millisecond}, true},
 	}
 	for _, tc := range cases {
@@ -635,9 +636,12 @@ type slowConn struct {
 	delay time.Duration
 
 	mu       sync.Mutex
-	lastRead time.Time     // the last answer, or the dial
+	lastRead time.Time     // the last answer, or the handshake; zero: not dialled yet
 	closed   chan struct{} // closed with the connection
 	closes   int
+	// frozen: the API server behind this connection answers nothing until
+	// the connection is closed; the next one lands on a live server.
+	frozen bool
 }
 
 func newSlowConn(leases coordclient.LeaseInterface) *slowConn {
@@ -646,7 +650,13 @@ func newSlowConn(leases coordclient.LeaseInterface) *slowConn {
 
 func (c *slowConn) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
 	c.mu.Lock()
+	if c.lastRead.IsZero() { // the first request dials: its handshake is answered
+		c.lastRead = time.Now()
+	}
 	delay, closed := c.delay, c.closed
+	if c.frozen {
+		delay = time.Hour
+	}
 	c.mu.Unlock()
 	select {
 	case <-time.After(delay):
@@ -664,13 +674,53 @@ func (c *slowConn) Patch(ctx context.Context, name string, pt types.PatchType, d
 func (c *slowConn) CloseSilentConnections(since time.Time) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.lastRead.Before(since) {
+	if c.lastRead.IsZero() || !c.lastRead.Before(since) {
 		return 0
 	}
 	close(c.closed)
-	c.closed, c.lastRead = make(chan struct{}), time.Now()
+	c.closed, c.lastRead, c.frozen = make(chan struct{}), time.Time{}, false
 	c.closes++
 	return 1
+}
+
+// An API server that answers one renewal at a time slowly (0.25 s at
+// 1.5/1/0.2 s, client-go's 15/10/2 s scaled down: just under the latency
+// past which renewals overlap), then freezes: the renewal unanswered on it
+// must get its connection closed in time for a renewal on a new one (on a
+// live server) to keep the term. Waiting twice the slow latency (0.5 s)
+// closed it only at the renew deadline.
+func TestAFrozenAPIServerThatWasSlowIsLeftInTime(t *testing.T) {
+	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
+	tm := Timing{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
+	obs := newObserver(conn, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: conn, obs: obs, clock: clock.RealClock{}, stats: stats})
+	e.api.redial = &redialer{conns: conn}
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	conn.mu.Lock()
+	conn.delay = 250 * time.Millisecond
+	conn.mu.Unlock()
+	from := statsOf(stats).Election.Renewals
+	eventually(t, 15*time.Second, "4 renewals answered slowly", func() bool { return e.Ended() || statsOf(stats).Election.Renewals >= from+4 })
+	conn.mu.Lock()
+	conn.frozen, conn.delay = true, 0
+	closes := conn.closes
+	conn.mu.Unlock()
+	from = statsOf(stats).Election.Renewals
+	eventually(t, 15*time.Second, "a renewal answered after the freeze", func() bool {
+		conn.mu.Lock()
+		defer conn.mu.Unlock()
+		return e.Ended() || conn.closes > closes && statsOf(stats).Election.Renewals > from
+	})
+	if e.Ended() {
+		t.Fatalf("the leader lost its lease to an API server that froze after turning slow: %v", e.endReason())
+	}
 }
 
 // An API server that turns slow (every answer 1.5 s late, at 4/3/0.5: the
