@@ -182,16 +182,8 @@ func TestAnElectionThatEndsWhileHedgingReturnsItsHedges(t *testing.T) {
 	tm := Timing{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	client := fake.NewClientset()
 	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
-	obs := newObserver(hung, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-	obs.start()
-	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: hung, obs: obs, clock: clock.RealClock{}, stats: stats})
-	e.start()
-	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e := startLeadingRedialing(t, hung, tm, clock.RealClock{}, nil)
+	stats := e.stats
 	hung.hang.Store(1 << 30) // every renewal from now on
 	eventually(t, 10*time.Second, "the leadership lost", func() bool { return statsOf(stats).Election.Losses["renew_deadline"] == 1 })
 	if m := hung.maxInFlight.Load(); m <= maxRenewalsInFlight {
@@ -511,10 +503,20 @@ func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchT
 // startLeading makes "me" lead ns/l on leases, by clk.
 func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.WithDelayedExecution) *Election {
 	t.Helper()
+	return startLeadingRedialing(t, leases, timing, clk, nil)
+}
+
+// startLeadingRedialing is startLeading with conns (nil: none) closing the
+// connections its renewals find silent.
+func startLeadingRedialing(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.WithDelayedExecution, conns silentCloser) *Election {
+	t.Helper()
 	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
+	if conns != nil {
+		e.api.redial = &redialer{conns: conns}
+	}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -683,28 +685,19 @@ func (c *slowConn) CloseSilentConnections(since time.Time) int {
 	return 1
 }
 
-// An API server that answers one renewal at a time slowly (0.25 s at
-// 1.5/1/0.2 s, client-go's 15/10/2 s scaled down: just under the latency
+// An API server that answers one renewal at a time slowly (0.5 s at
+// 3/2/0.4 s, client-go's 15/10/2 s scaled down: just under the latency
 // past which renewals overlap), then freezes: the renewal unanswered on it
 // must get its connection closed in time for a renewal on a new one (on a
-// live server) to keep the term. Waiting twice the slow latency (0.5 s)
+// live server) to keep the term. Waiting twice the slow latency (1 s)
 // closed it only at the renew deadline.
 func TestAFrozenAPIServerThatWasSlowIsLeftInTime(t *testing.T) {
 	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
-	tm := Timing{LeaseDuration: 1500 * time.Millisecond, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}
-	obs := newObserver(conn, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-	obs.start()
-	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: conn, obs: obs, clock: clock.RealClock{}, stats: stats})
-	e.api.redial = &redialer{conns: conn}
-	e.start()
-	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	tm := Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond}
+	e := startLeadingRedialing(t, conn, tm, clock.RealClock{}, conn)
+	stats := e.stats
 	conn.mu.Lock()
-	conn.delay = 250 * time.Millisecond
+	conn.delay = 500 * time.Millisecond
 	conn.mu.Unlock()
 	from := statsOf(stats).Election.Renewals
 	eventually(t, 15*time.Second, "4 renewals answered slowly", func() bool { return e.Ended() || statsOf(stats).Election.Renewals >= from+4 })
@@ -733,17 +726,8 @@ func TestAFrozenAPIServerThatWasSlowIsLeftInTime(t *testing.T) {
 func TestASlowAPIServerKeepsItsConnection(t *testing.T) {
 	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
 	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-	obs := newObserver(conn, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-	obs.start()
-	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: conn, obs: obs, clock: clock.RealClock{}, stats: stats})
-	e.api.redial = &redialer{conns: conn}
-	e.start()
-	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e := startLeadingRedialing(t, conn, tm, clock.RealClock{}, conn)
+	stats := e.stats
 	eventually(t, 5*time.Second, "a few fast renewals", func() bool { return statsOf(stats).Election.Renewals >= 2 })
 	conn.mu.Lock()
 	conn.delay = 1500 * time.Millisecond
@@ -961,16 +945,8 @@ func TestARunOfRenewalsHungAtTheAPIServerKeepsTheLease(t *testing.T) {
 	tm := Timing{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
 	client := fake.NewClientset()
 	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
-	obs := newObserver(hung, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-	obs.start()
-	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", tm, ElectionOptions{}, electionParts{leases: hung, obs: obs, clock: clock.RealClock{}, stats: stats})
-	e.start()
-	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	e := startLeadingRedialing(t, hung, tm, clock.RealClock{}, nil)
+	stats := e.stats
 	renewed := statsOf(stats).Election.Renewals
 	hung.hang.Store(hung.calls.Load() + 12)
 	eventually(t, 10*time.Second, "a renewal answered after the hung ones", func() bool {
