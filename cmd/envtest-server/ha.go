@@ -128,7 +128,7 @@ func tryStartHA(assets string, opts options, logf func(string, ...any)) (_ *haPl
 // plan chooses the members' and API servers' ports and starts the load
 // balancer and the control endpoint.
 func (h *haPlane) plan(members, apiservers int) error {
-	ports, err := freePorts(2*members + apiservers)
+	ports, err := topology.FreePorts(2*members + apiservers)
 	if err != nil {
 		return err
 	}
@@ -447,18 +447,4 @@ func inParallel(n int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// freePorts returns n distinct ports free on 127.0.0.1 now.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("find a free port: %w", err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -2,12 +2,13 @@ package testenv
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/k8s-lease/k8s-lease/internal/topology"
 )
 
 // BuildCxx compiles the C++ program source (a path in the repository, e.g.
@@ -37,14 +38,15 @@ func BuildCxx(dir, source, name string) (string, error) {
 	return out, nil
 }
 
-// FreePort is a TCP port free on loopback now.
+// FreePort is a TCP port free on loopback now, outside the ephemeral
+// range, so that a program restarted on it finds it free again (see
+// topology.FreePorts).
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := topology.FreePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
 }
 
 // RunSuite runs a suite's tests (m) on a bed of its own, for TestMain to
