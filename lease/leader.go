@@ -40,8 +40,7 @@ import (
 // slow renewal, leadership holds while L < renewDeadline - retryPeriod -
 // inlineCut (7 s at 15/10/2), not L < renewDeadline - retryPeriod; once
 // on workers, while L + retryPeriod < renewDeadline, as before. Renewals
-// go out at the start of their slot (renewalSlot). While none is answered
-// for long, renewals are hedged (hedgeInterval).
+// go out at the start of their slot (renewalSlot).
 func (e *Election) lead() error {
 	leading.Add(1)
 	defer leading.Add(-1)
@@ -62,10 +61,7 @@ func (e *Election) lead() error {
 	if err != nil {
 		return err
 	}
-	// Senders never block: at most maxHedgedInFlight are in flight, given-up
-	// ones included, and their answers must land after lead returns too, or
-	// their workers (and the hedges' tokens) would wait forever.
-	results := make(chan renewal, maxHedgedInFlight)
+	results := make(chan renewal, maxRenewalsInFlight) // senders never block
 	p := pipeline{}
 	settle := func(r renewal) error {
 		if p.givenUp(r) && r.err != nil {
@@ -120,15 +116,8 @@ func (e *Election) lead() error {
 // returns the reason to end that a renewal answered here gives.
 func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
 	now := e.clock.Now()
-	// Unanswered past the cut: renewals go out every hedgeInterval instead
-	// of every retry period (see hedgeInterval).
-	hedging := p.hung(now, e.timing)
-	wait := renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load())
-	if hedging {
-		wait = hedgeInterval(e.timing)
-	}
-	// The oldest renewal in flight is past the cut (or twice the last
-	// latency, when answers are known to be slow): its connection
+	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+	// The oldest renewal in flight is past the cut: its connection
 	// may hang (a frozen API server), and the next one would wait
 	// on it too. Closing it fails what is in flight on it, so the
 	// next goes out at once on a new connection, whatever the
@@ -136,32 +125,29 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	// server again (a load balancer picks per connection): then
 	// the next round comes as soon as the pace allows.
 	redialed := false
-	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= p.patience(e.timing) {
+	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
 		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
-		if !next.IsZero() && next.Before(now.Add(wait)) {
-			wait = next.Sub(now)
+		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
+			renew.Reset(next.Sub(now))
 		}
 	}
-	renew.Reset(wait)
 	// A full pipeline with no answer since its oldest renewal was sent,
 	// which is late: the renewals hang behind the API server (an etcd
-	// member frozen: the requests it routed there wait, later ones may
+	// member frozen: the requests it routed there wait, later ones would
 	// go to live members) and would hold the pipeline until their
 	// deadlines. The oldest is given up (cancelled; it may land all the
 	// same, which harms nothing); once its cancel is answered, a fresh one
 	// goes out in its place. An API server that is merely slow answers
 	// now and then: nothing is given up.
-	if len(p.sent) >= maxHedgedInFlight && p.lastAnswer.Before(p.sent[0]) && now.Sub(p.sent[0]) >= giveUpAfter(e.timing) {
+	if len(p.sent) >= maxRenewalsInFlight && p.lastAnswer.Before(p.sent[0]) &&
+		now.Sub(p.sent[0]) >= max(pipelineAfter(e.timing), e.timing.RetryPeriod) {
 		p.giveUpOldest()
 	}
-	extra := hedging && len(p.sent) >= maxRenewalsInFlight // a hedge past the usual bound: the process's budget decides
 	switch {
-	case len(p.sent) >= maxHedgedInFlight:
-	case !hedging && !redialed && !p.shouldSend(now, e.timing):
-	case extra && !hedges.take():
+	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
 	case len(p.sent) == 0 && p.inline(e.timing):
-		p.sending(now, nil, false)
+		p.sent, p.cancels = append(p.sent, now), append(p.cancels, nil)
 		r, slow := e.renewInline(ctx, patch, now)
 		if !slow {
 			reason = settle(r)
@@ -170,10 +156,9 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		// Unanswered at the cut: from now on renewals go out on
 		// workers (beside each other when slow enough), the next
 		// at once, on a new connection if this one received
-		// nothing meanwhile (a frozen API server). It is no answer:
-		// it counts as waiting (hung) since it was sent.
+		// nothing meanwhile (a frozen API server).
 		e.api.redial.closeSilent(now, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
-		p.forget(now)
+		p.done(r, e.clock.Now())
 		p.latency = max(p.latency, e.clock.Since(now))
 		if e.ctx.Err() == nil { // cancelled meanwhile: not counted, as in renewed
 			e.stats.RenewFailed()
@@ -181,12 +166,10 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		renew.Reset(0)
 	default:
 		rctx, cancel := context.WithCancel(ctx)
-		p.sending(now, cancel, hedging)
+		p.sent = append(p.sent, now)
+		p.cancels = append(p.cancels, cancel)
 		renewers.Go(func() {
 			defer cancel()
-			if extra {
-				defer hedges.release()
-			}
 			e.sendRenewal(rctx, patch, now, results)
 		})
 	}
@@ -241,39 +224,8 @@ func firstRenewal(t Timing, validity time.Duration) time.Duration {
 	return min(1+rand.N(t.RetryPeriod), max(0, validity-(t.RenewDeadline-t.RetryPeriod)))
 }
 
-// maxRenewalsInFlight bounds pipelined renewals (see lead), and
-// maxHedgedInFlight renewals in flight while none is answered (see
-// hedgeInterval): enough that, at a renew deadline of six retry periods
-// (4/3/0.5 s), hedges go out until the oldest may be given up
-// (giveUpAfter).
-const (
-	maxRenewalsInFlight = 4
-	maxHedgedInFlight   = 16
-)
-
-// giveUpAfter is how long a renewal stays in flight, unanswered like every
-// other since, before it is given up to make room (see renewDue): the
-// longest latency that a leader survives when it sets in suddenly
-// (renewDeadline - retryPeriod - inlineCut, see lead). Giving up sooner
-// would cancel every renewal to an API server that is merely that slow.
-func giveUpAfter(t Timing) time.Duration {
-	return max(pipelineAfter(t), t.RetryPeriod, t.RenewDeadline-t.RetryPeriod-inlineCut(t))
-}
-
-// hedgeInterval is how often a leader sends a renewal while none has been
-// answered since one went unanswered past inlineCut: four per retry
-// period. Renewals that hang at the API server, not on a connection, hang
-// one by one: at an etcd member's freeze the API server sends each request
-// to the members in turn, and measured on the HA bed about half the
-// writes then wait for the frozen member until it thaws, on whichever
-// connection, while the others are answered in milliseconds. The more
-// renewals go out before the renew deadline, the likelier one gets
-// through; at one a retry period (as client-go sends) a leader on the HA
-// bed lost its term in 1 of 24 etcd-member freezes at 4/3/0.5 s. Renewals in flight stay bounded
-// (maxHedgedInFlight; the oldest is given up past that, see renewDue), and
-// the pace falls back to one a retry period at the first answer: an API
-// server that is slow, not hung, answers, and is not sent more.
-func hedgeInterval(t Timing) time.Duration { return t.RetryPeriod / 4 }
+// maxRenewalsInFlight bounds pipelined renewals (see lead).
+const maxRenewalsInFlight = 4
 
 // pipeline tracks the renewals in flight and the latency seen, and decides
 // when to send one more.
@@ -286,59 +238,6 @@ type pipeline struct {
 	// their answers come.
 	lastAnswer time.Time
 	givenUpAt  map[time.Time]bool
-	// waitingSince: when the oldest renewal not answered since the last
-	// answer went out, abandoned and given-up ones included (zero: none).
-	waitingSince time.Time
-	// hedged: per renewal in flight, whether it was sent while hedging;
-	// answered: the latency of the last success (latency also counts
-	// the age of a renewal abandoned at the cut).
-	hedged   []bool
-	answered time.Duration
-}
-
-// sending counts a renewal sent at sent as in flight (cancel: nil for one
-// on the leading goroutine; hedge: sent while hedging).
-func (p *pipeline) sending(sent time.Time, cancel context.CancelFunc, hedge bool) {
-	p.sent, p.cancels, p.hedged = append(p.sent, sent), append(p.cancels, cancel), append(p.hedged, hedge)
-	if p.waitingSince.IsZero() {
-		p.waitingSince = sent
-	}
-}
-
-// hung reports whether renewals wait and none has been answered for
-// inlineCut, or twice the last latency when that is more: renewals then go
-// out every hedgeInterval. A slow API server, one whose answers are known
-// to take long, is not taken for a hung one.
-func (p *pipeline) hung(now time.Time, t Timing) bool {
-	if p.waitingSince.IsZero() {
-		return false
-	}
-	return now.Sub(later(p.waitingSince, p.lastAnswer)) >= p.patience(t)
-}
-
-// patience is how long a renewal may go unanswered before the API server
-// is taken for hung (its connection closed if silent, renewals hedged):
-// inlineCut, or twice the last latency when that is more, but never past
-// pipelineAfter. A slow API server's connection is silent while it works
-// on a lone renewal; closing it would fail the renewal it was about to
-// answer. Past pipelineAfter renewals overlap, so a slow server's answers
-// keep its connection from looking silent, and a server that froze after
-// turning slow must still be left in time to renew before the deadline.
-func (p *pipeline) patience(t Timing) time.Duration {
-	return max(inlineCut(t), min(2*p.answered, pipelineAfter(t)))
-}
-
-// paced is how many renewals in flight were sent at the usual pace, not
-// hedges: hedges still in flight once answers come back do not hold back
-// the renewals that keep the term going.
-func (p *pipeline) paced() int {
-	n := len(p.sent)
-	for _, h := range p.hedged {
-		if h {
-			n--
-		}
-	}
-	return n
 }
 
 // giveUpOldest cancels the oldest renewal in flight not given up yet.
@@ -369,11 +268,10 @@ func (p *pipeline) givenUp(r renewal) bool {
 // only when the latency is high enough that one at a time would not keep
 // up (2L + retryPeriod above 3/4 of the renew deadline).
 func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
-	n := p.paced()
-	if n == 0 {
+	if len(p.sent) == 0 {
 		return true
 	}
-	if n >= maxRenewalsInFlight {
+	if len(p.sent) >= maxRenewalsInFlight {
 		return false
 	}
 	l := max(p.latency, now.Sub(p.sent[0]))
@@ -410,13 +308,8 @@ func (p *pipeline) done(r renewal, now time.Time) {
 	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
-		p.answered = p.latency
 	}
 	p.lastAnswer = now
-	p.waitingSince = time.Time{}
-	if len(p.sent) > 0 {
-		p.waitingSince = p.sent[0]
-	}
 }
 
 // forget stops counting the renewal sent at sent as in flight.
@@ -426,9 +319,6 @@ func (p *pipeline) forget(sent time.Time) {
 			p.sent = append(p.sent[:i], p.sent[i+1:]...)
 			if i < len(p.cancels) {
 				p.cancels = append(p.cancels[:i], p.cancels[i+1:]...)
-			}
-			if i < len(p.hedged) {
-				p.hedged = append(p.hedged[:i], p.hedged[i+1:]...)
 			}
 			return
 		}
@@ -491,13 +381,6 @@ func (e *Election) renewInline(ctx context.Context, patch renewPatch, sent time.
 		return r, true
 	}
 	return r, false
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 func earliest(a, b time.Time) time.Time {

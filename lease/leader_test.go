@@ -67,9 +67,8 @@ func (t tickCountingTimer) Reset(d time.Duration) bool {
 }
 
 // A leader whose renewals go unanswered for long starts sending more beside
-// them, more than maxRenewalsInFlight while none is answered (hedges, as
-// many as the process's budget allows) but never more than
-// maxHedgedInFlight, and keeps leading once they are answered in time.
+// them, up to maxRenewalsInFlight, and keeps leading once they are answered
+// in time.
 func TestRenewalsArePipelined(t *testing.T) {
 	leases := &gatedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), gate: make(chan struct{})}
 	timing := Timing{LeaseDuration: 10 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 100 * time.Millisecond}
@@ -88,8 +87,8 @@ func TestRenewalsArePipelined(t *testing.T) {
 	})
 	ticks := clk.resets.Load()
 	eventually(t, 5*time.Second, "5 ticks of the renew timer", func() bool { return clk.resets.Load() >= ticks+5 }) // they send nothing while the pipeline is full
-	if m := leases.maxSeen.Load(); m <= maxRenewalsInFlight || m > maxHedgedInFlight {
-		t.Fatalf("%d renewals were in flight at once, want more than %d (hedges) and at most %d", m, maxRenewalsInFlight, maxHedgedInFlight)
+	if m := leases.maxSeen.Load(); m != maxRenewalsInFlight {
+		t.Fatalf("%d renewals were in flight at once, want at most %d", m, maxRenewalsInFlight)
 	}
 	close(leases.gate)
 	eventually(t, 5*time.Second, "renewals resuming", func() bool { return statsOf(e.stats).Election.Renewals >= maxRenewalsInFlight+1 })
@@ -128,86 +127,6 @@ func TestPipelineSendsBesideInFlightOnlyWhenSlow(t *testing.T) {
 	p.done(renewal{sent: ago(time.Second), err: context.DeadlineExceeded}, now)
 	if len(p.sent) != 0 || p.latency != 2*time.Second {
 		t.Errorf("a failed renewal leaves the latency: %+v", p)
-	}
-}
-
-// Hedging starts once renewals wait and nothing has been answered for
-// inlineCut, or for twice the last latency when the API server is known to
-// be slow (never past pipelineAfter), and stops at the first answer.
-func TestPipelineHung(t *testing.T) {
-	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond} // cut 250 ms
-	now := testNow
-	ago := func(d time.Duration) time.Time { return now.Add(-d) }
-	cases := []struct {
-		name string
-		p    pipeline
-		want bool
-	}{
-		{"nothing waits", pipeline{lastAnswer: ago(time.Minute)}, false},
-		{"waiting less than the cut", pipeline{waitingSince: ago(200 * time.Millisecond), latency: 5 * time.Millisecond}, false},
-		{"waiting past the cut, fast answers before", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 5 * time.Millisecond}, true},
-		{"waiting past the cut, answered since", pipeline{waitingSince: ago(time.Second), lastAnswer: ago(100 * time.Millisecond), latency: 5 * time.Millisecond}, false},
-		{"a slow server within twice its latency", pipeline{waitingSince: ago(700 * time.Millisecond), answered: 400 * time.Millisecond}, false},
-		{"a slow server past twice its latency", pipeline{waitingSince: ago(900 * time.Millisecond), answered: 400 * time.Millisecond}, true},
-		{"a very slow server past pipelineAfter (875 ms)", pipeline{waitingSince: ago(900 * time.Millisecond), answered: 3 * time.Second}, true},
-		{"past the cut after a renewal abandoned there", pipeline{waitingSince: ago(300 * time.Millisecond), latency: 250 * time.Millisecond, answered: 5 * time.Millisecond}, true},
-	}
-	for _, tc := range cases {
-		if got := tc.p.hung(now, tm); got != tc.want {
-			t.Errorf("%s: hung = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	p := pipeline{}
-	p.sending(ago(time.Second), nil, false)
-	p.sending(ago(500*time.Millisecond), nil, true)
-	p.forget(ago(time.Second)) // abandoned or given up: no answer
-	if !p.waitingSince.Equal(ago(time.Second)) || !p.hung(now, tm) {
-		t.Errorf("an abandoned renewal must keep counting as waiting: %+v", p)
-	}
-	if p.paced() != 0 || !p.shouldSend(now, tm) {
-		t.Errorf("a hedge in flight must not hold back the renewal due at the usual pace: %+v", p)
-	}
-	p.done(renewal{sent: ago(500 * time.Millisecond), err: errors.New("refused")}, now)
-	if !p.waitingSince.IsZero() || p.hung(now, tm) {
-		t.Errorf("an answer, even a refusal, ends the wait: %+v", p)
-	}
-}
-
-// An election that ends while it hedges (here: lost by its renew
-// deadline, every renewal hung) leaves nothing behind once the renewals in
-// flight end by their own deadlines: every hedge's answer is received (no
-// worker blocked on the results channel) and its token is back in the
-// process's budget, so hedging stays possible for the elections after it.
-func TestAnElectionThatEndsWhileHedgingReturnsItsHedges(t *testing.T) {
-	tm := Timing{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
-	client := fake.NewClientset()
-	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
-	e := startLeadingRedialing(t, hung, tm, clock.RealClock{}, nil)
-	stats := e.stats
-	hung.hang.Store(1 << 30) // every renewal from now on
-	eventually(t, 10*time.Second, "the leadership lost", func() bool { return statsOf(stats).Election.Losses["renew_deadline"] == 1 })
-	if m := hung.maxInFlight.Load(); m <= maxRenewalsInFlight {
-		t.Fatalf("%d renewals in flight at most: the election never hedged", m)
-	}
-	eventually(t, 10*time.Second, "every renewal in flight ended", func() bool { return hung.inFlight.Load() == 0 })
-	eventually(t, 5*time.Second, "every hedge's token back in the budget", func() bool { return hedges.n.Load() == 0 })
-}
-
-// The process's budget of hedges is never exceeded, and returns what is
-// released.
-func TestHedgeBudget(t *testing.T) {
-	b := newBudget(3)
-	for i := range 3 {
-		if !b.take() {
-			t.Fatalf("take %d of 3 refused", i+1)
-		}
-	}
-	if b.take() {
-		t.Fatal("a 4th take within a budget of 3")
-	}
-	b.release()
-	if !b.take() {
-		t.Fatal("a take refused after a release")
 	}
 }
 
@@ -503,20 +422,10 @@ func (d *delayedPatches) Patch(ctx context.Context, name string, pt types.PatchT
 // startLeading makes "me" lead ns/l on leases, by clk.
 func startLeading(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.WithDelayedExecution) *Election {
 	t.Helper()
-	return startLeadingRedialing(t, leases, timing, clk, nil)
-}
-
-// startLeadingRedialing is startLeading with conns (nil: none) closing the
-// connections its renewals find silent.
-func startLeadingRedialing(t *testing.T, leases coordclient.LeaseInterface, timing Timing, clk clock.WithDelayedExecution, conns silentCloser) *Election {
-	t.Helper()
 	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
 	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
-	if conns != nil {
-		e.api.redial = &redialer{conns: conns}
-	}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -628,127 +537,6 @@ func TestSuddenLatencyKeepsLeadership(t *testing.T) {
 	}
 }
 
-// slowConn is one HTTP/2 connection to an API server that answers every
-// renewal (PATCH) after delay, and nothing meanwhile: a round of
-// CloseSilentConnections that finds it silent since its since (no answer
-// received since then) closes it, failing what is in flight on it, as the
-// real client's does; the next request dials a new one.
-type slowConn struct {
-	coordclient.LeaseInterface
-	delay time.Duration
-
-	mu       sync.Mutex
-	lastRead time.Time     // the last answer, or the handshake; zero: not dialled yet
-	closed   chan struct{} // closed with the connection
-	closes   int
-	// frozen: the API server behind this connection answers nothing until
-	// the connection is closed; the next one lands on a live server.
-	frozen bool
-}
-
-func newSlowConn(leases coordclient.LeaseInterface) *slowConn {
-	return &slowConn{LeaseInterface: leases, lastRead: time.Now(), closed: make(chan struct{})}
-}
-
-func (c *slowConn) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	c.mu.Lock()
-	if c.lastRead.IsZero() { // the first request dials: its handshake is answered
-		c.lastRead = time.Now()
-	}
-	delay, closed := c.delay, c.closed
-	if c.frozen {
-		delay = time.Hour
-	}
-	c.mu.Unlock()
-	select {
-	case <-time.After(delay):
-	case <-closed:
-		return nil, errors.New("read tcp: use of closed network connection")
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	c.mu.Lock()
-	c.lastRead = time.Now()
-	c.mu.Unlock()
-	return c.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
-}
-
-func (c *slowConn) CloseSilentConnections(since time.Time) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.lastRead.IsZero() || !c.lastRead.Before(since) {
-		return 0
-	}
-	close(c.closed)
-	c.closed, c.lastRead, c.frozen = make(chan struct{}), time.Time{}, false
-	c.closes++
-	return 1
-}
-
-// An API server that answers one renewal at a time slowly (0.5 s at
-// 3/2/0.4 s, client-go's 15/10/2 s scaled down: just under the latency
-// past which renewals overlap), then freezes: the renewal unanswered on it
-// must get its connection closed in time for a renewal on a new one (on a
-// live server) to keep the term. Waiting twice the slow latency (1 s)
-// closed it only at the renew deadline.
-func TestAFrozenAPIServerThatWasSlowIsLeftInTime(t *testing.T) {
-	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
-	tm := Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond}
-	e := startLeadingRedialing(t, conn, tm, clock.RealClock{}, conn)
-	stats := e.stats
-	conn.mu.Lock()
-	conn.delay = 500 * time.Millisecond
-	conn.mu.Unlock()
-	from := statsOf(stats).Election.Renewals
-	eventually(t, 15*time.Second, "4 renewals answered slowly", func() bool { return e.Ended() || statsOf(stats).Election.Renewals >= from+4 })
-	conn.mu.Lock()
-	conn.frozen, conn.delay = true, 0
-	closes := conn.closes
-	conn.mu.Unlock()
-	from = statsOf(stats).Election.Renewals
-	eventually(t, 15*time.Second, "a renewal answered after the freeze", func() bool {
-		conn.mu.Lock()
-		defer conn.mu.Unlock()
-		return e.Ended() || conn.closes > closes && statsOf(stats).Election.Renewals > from
-	})
-	if e.Ended() {
-		t.Fatalf("the leader lost its lease to an API server that froze after turning slow: %v", e.endReason())
-	}
-}
-
-// An API server that turns slow (every answer 1.5 s late, at 4/3/0.5: the
-// leader survives it, see TestSuddenLatencyKeepsLeadership) is not taken
-// for a frozen one once its answers show it slow: the leader does not
-// close its connection under the renewals in flight (it did, after the
-// renewals sent beside each other were all answered and one went out
-// alone: silent for half a retry period, its connection was closed, and
-// the renewals after it were answered too late), and keeps its lease.
-func TestASlowAPIServerKeepsItsConnection(t *testing.T) {
-	conn := newSlowConn(fake.NewClientset().CoordinationV1().Leases("ns"))
-	tm := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
-	e := startLeadingRedialing(t, conn, tm, clock.RealClock{}, conn)
-	stats := e.stats
-	eventually(t, 5*time.Second, "a few fast renewals", func() bool { return statsOf(stats).Election.Renewals >= 2 })
-	conn.mu.Lock()
-	conn.delay = 1500 * time.Millisecond
-	conn.mu.Unlock()
-	first := statsOf(stats).Election.Renewals
-	eventually(t, 10*time.Second, "a renewal answered late", func() bool { return e.Ended() || statsOf(stats).Election.Renewals > first })
-	conn.mu.Lock()
-	closesBefore := conn.closes
-	conn.mu.Unlock()
-	from := statsOf(stats).Election.Renewals
-	eventually(t, 30*time.Second, "12 more renewals answered late", func() bool { return e.Ended() || statsOf(stats).Election.Renewals >= from+12 })
-	if e.Ended() {
-		t.Fatalf("a latency of 1.5 s lost the leadership: %v", e.endReason())
-	}
-	conn.mu.Lock()
-	defer conn.mu.Unlock()
-	if n := conn.closes - closesBefore; n > 0 {
-		t.Fatalf("%d connection(s) closed under renewals after the API server's answers showed it slow", n)
-	}
-}
-
 // hungFirstPatch leaves the first renewal (PATCH) unanswered until its
 // context ends, as a frozen API server does, and answers the others.
 type hungFirstPatch struct {
@@ -819,18 +607,13 @@ type frozenConns struct {
 	coordclient.LeaseInterface
 	hang atomic.Int32
 
-	calls                 atomic.Int32
-	inFlight, maxInFlight atomic.Int32
-	mu                    sync.Mutex
-	cut                   chan struct{} // closed by a round: what hangs fails
-	rounds                []time.Time
+	calls  atomic.Int32
+	mu     sync.Mutex
+	cut    chan struct{} // closed by a round: what hangs fails
+	rounds []time.Time
 }
 
 func (f *frozenConns) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	n := f.inFlight.Add(1)
-	defer f.inFlight.Add(-1)
-	for m := f.maxInFlight.Load(); n > m && !f.maxInFlight.CompareAndSwap(m, n); m = f.maxInFlight.Load() {
-	}
 	if f.calls.Add(1) <= f.hang.Load() {
 		f.mu.Lock()
 		cut := f.cut
@@ -861,12 +644,13 @@ func (f *frozenConns) roundTimes() []time.Time {
 }
 
 // The new connection a round dials can land on the frozen API server
-// again (a load balancer picks one per connection): then the renewals on
-// it hang as well, and the next round must come as soon as the pace
-// allows (one round per retry period). Twelve renewals in a row hang here
-// (the inline one, then hedged ones on fresh connections): the leader
-// keeps its lease, rounds come while they hang, at least a retry period
-// apart.
+// again (a load balancer picks one per connection): then the renewal on
+// it hangs as well, and the next round must come as soon as the pace
+// allows (one round per retry period), with a renewal on its new
+// connection at once, whatever the pipeline's latency rule says. Four
+// renewals in a row hang here (the inline one and three on fresh
+// connections): the leader keeps its lease, and the rounds are at least a
+// retry period apart.
 func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
 	client := fake.NewClientset()
 	frozen := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
@@ -882,16 +666,16 @@ func TestRenewalsKeepRedialingWhileFreshConnectionsHang(t *testing.T) {
 		t.Fatal(err)
 	}
 	renewed := statsOf(stats).Election.Renewals
-	frozen.hang.Store(frozen.calls.Load() + 12)
-	eventually(t, 10*time.Second, "a renewal answered after twelve hung ones", func() bool {
+	frozen.hang.Store(frozen.calls.Load() + 4)
+	eventually(t, 10*time.Second, "a renewal answered after four hung ones", func() bool {
 		return frozen.calls.Load() > frozen.hang.Load() && statsOf(stats).Election.Renewals > renewed
 	})
 	if ok, _, _ := e.IsLeader(); !ok {
 		t.Fatalf("the leader lost its lease: %v", statsOf(stats).Election)
 	}
 	rounds := frozen.roundTimes()
-	if len(rounds) < 2 {
-		t.Fatalf("%d rounds of closing silent connections; want one every retry period while renewals hang (at least 2)", len(rounds))
+	if len(rounds) < 4 {
+		t.Fatalf("%d rounds of closing silent connections; want one per hung renewal (4)", len(rounds))
 	}
 	for i := 1; i < len(rounds); i++ {
 		if gap := rounds[i].Sub(rounds[i-1]); gap < fastUnitTiming.RetryPeriod-time.Millisecond {
@@ -929,33 +713,5 @@ func TestAFullPipelineOfHungRenewalsMakesRoomForAFreshOne(t *testing.T) {
 	})
 	if ok, _, _ := e.IsLeader(); !ok {
 		t.Fatalf("the leader lost its lease to renewals that hung: %+v", statsOf(stats).Election)
-	}
-}
-
-// At an etcd member's freeze the API server routes each request to a
-// member in turn: about half the renewals hang there until the thaw,
-// whichever connection they go on, and the others are answered at once.
-// The leader must try often enough to get one through before its renew
-// deadline, however many hang in a row: here the twelve after the
-// election's first do (a renew deadline of six retry periods, as the
-// soak's 4/3/0.5 s), nothing is silent to close (no redialer); the leader
-// keeps its lease, never with more than maxHedgedInFlight renewals in
-// flight.
-func TestARunOfRenewalsHungAtTheAPIServerKeepsTheLease(t *testing.T) {
-	tm := Timing{LeaseDuration: 1600 * time.Millisecond, RenewDeadline: 1200 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
-	client := fake.NewClientset()
-	hung := &frozenConns{LeaseInterface: client.CoordinationV1().Leases("ns"), cut: make(chan struct{})}
-	e := startLeadingRedialing(t, hung, tm, clock.RealClock{}, nil)
-	stats := e.stats
-	renewed := statsOf(stats).Election.Renewals
-	hung.hang.Store(hung.calls.Load() + 12)
-	eventually(t, 10*time.Second, "a renewal answered after the hung ones", func() bool {
-		return hung.calls.Load() > hung.hang.Load() && statsOf(stats).Election.Renewals > renewed || e.Ended()
-	})
-	if ok, _, _ := e.IsLeader(); !ok {
-		t.Fatalf("the leader lost its lease to renewals that hung: %+v", statsOf(stats).Election)
-	}
-	if m := hung.maxInFlight.Load(); m > maxHedgedInFlight {
-		t.Fatalf("%d renewals in flight at once; want at most %d", m, maxHedgedInFlight)
 	}
 }

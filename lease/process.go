@@ -27,39 +27,6 @@ var gridPhase = rand.Int64N(int64(time.Hour))
 // below): one pool, so a burst of renewals wakes the process once.
 var renewers = newWorkers(workerIdle)
 
-// hedges counts the renewals in flight in the process beyond each
-// election's maxRenewalsInFlight: those a leader sends while none is
-// answered (hedgeInterval), at most maxHedgesInProcess, so that a process
-// leading many elections does not multiply its requests to an API server
-// in trouble (the first elections to hedge use the budget; the others
-// renew at the usual pace).
-var hedges = newBudget(maxHedgesInProcess)
-
-const maxHedgesInProcess = 64
-
-// budget is a count bounded by its limit.
-type budget struct {
-	limit int64
-	n     atomic.Int64
-}
-
-func newBudget(limit int64) *budget { return &budget{limit: limit} }
-
-// take counts one more if that stays within the limit.
-func (b *budget) take() bool {
-	for {
-		n := b.n.Load()
-		if n >= b.limit {
-			return false
-		}
-		if b.n.CompareAndSwap(n, n+1) {
-			return true
-		}
-	}
-}
-
-func (b *budget) release() { b.n.Add(-1) }
-
 // firstRounds admits the first rounds of requests of new elections, at most
 // firstRoundsAtOnce at a time (firstRoundsAtOnce says why).
 var firstRounds = newGate(firstRoundsAtOnce)
