@@ -23,37 +23,39 @@ const (
 // LeaseCounters are cumulative counters for one lease in this process,
 // kept across elections and watches on it. Its zero value is ready.
 type LeaseCounters struct {
+	acquisitions     atomic.Int64
+	releases         atomic.Int64
+	renewals         atomic.Int64
+	renewErrors      atomic.Int64
+	apiErrors        atomic.Int64
+	lossDeadline     atomic.Int64
+	lossDeleted      atomic.Int64
+	lossTaken        atomic.Int64
+	lossEdited       atomic.Int64
+	renewNanosTotal  atomic.Int64
+	renewNanosMax    atomic.Int64
+	renewNanosLast   atomic.Int64
+	watchRestarts    atomic.Int64
+	watchCallbacks   atomic.Int64
+	observerRequests atomic.Int64
+	campaigns        atomic.Int64 // elections started
+	watchesStarted   atomic.Int64
+	conflicts        atomic.Int64 // acquisitions refused with 409 (another writer was first)
+	handOffs         atomic.Int64 // terms ended by handing the lease to a chosen candidate
+	endpointWrites   atomic.Int64 // the leader's endpoint written to its Service's slice
+	endpointFailures atomic.Int64 // writes of the slice that failed
+	endpointRefused  atomic.Int64 // writes of the slice refused: it carries a higher fencing token
+	staleCleared     atomic.Int64 // slices emptied: the Lease's record ended the term that wrote them
+	renewLatency     histogram    // requestBuckets
+	campaignTime     histogram    // campaignBuckets: start of candidacy to elected
+	acquireTime      histogram    // requestBuckets: lease judged free to held
+
 	// The timing of the last election started on the lease, in ns.
 	leaseDuration, renewDeadline, retryPeriod atomic.Int64
-	acquisitions                              atomic.Int64
-	releases                                  atomic.Int64
-	renewals                                  atomic.Int64
-	renewErrors                               atomic.Int64
-	apiErrors                                 atomic.Int64
-	lossDeadline                              atomic.Int64
-	lossDeleted                               atomic.Int64
-	lossTaken                                 atomic.Int64
-	lossEdited                                atomic.Int64
-	renewNanosTotal                           atomic.Int64
-	renewNanosMax                             atomic.Int64
-	renewNanosLast                            atomic.Int64
-	watchRestarts                             atomic.Int64
-	watchCallbacks                            atomic.Int64
-	observerRequests                          atomic.Int64
-	campaigns                                 atomic.Int64 // elections started
-	watchesStarted                            atomic.Int64
-	conflicts                                 atomic.Int64 // acquisitions refused with 409 (another writer was first)
-	handOffs                                  atomic.Int64 // terms ended by handing the lease to a chosen candidate
-	endpointWrites                            atomic.Int64 // the leader's endpoint written to its Service's slice
-	endpointFailures                          atomic.Int64 // writes of the slice that failed
-	endpointRefused                           atomic.Int64 // writes of the slice refused: it carries a higher fencing token
-	staleCleared                              atomic.Int64 // slices emptied: the Lease's record ended the term that wrote them
-	renewLatency                              histogram    // requestBuckets
-	campaignTime                              histogram    // campaignBuckets: start of candidacy to elected
-	acquireTime                               histogram    // requestBuckets: lease judged free to held
 }
 
 // What the Manager, an election and its observer report, one count each.
+
 // CampaignStarted counts an election started on the lease, whose timing
 // (lease duration, renew deadline, retry period) the timing gauges report
 // from then on, after it ended too.
