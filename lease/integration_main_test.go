@@ -28,25 +28,14 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	SetLogSink(nil) // client-go's klog through the library's quiet default
-	srv, err := testenv.Start(os.Stderr, "--namespace", itNamespace)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "integration tests need a real API server:", err)
-		os.Exit(1)
-	}
-	itServer = srv
-	itAdmin, err = srv.Client()
-	code := 1
-	if err == nil {
-		code = m.Run()
-	} else {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	if err := srv.Stop(30 * time.Second); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest-server:", err)
-		code = 1
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunSuite(m, "the lease integration tests", itNamespace, func(string) error {
+		SetLogSink(nil) // client-go's klog through the library's quiet default
+		return nil
+	}, func(srv *testenv.Server) (err error) {
+		itServer = srv
+		itAdmin, err = srv.Client()
+		return err
+	}))
 }
 
 // fastTiming keeps tests short: 2 s lease, 1.5 s renew deadline, 0.4 s retry.

@@ -51,9 +51,10 @@ func FreePort() (int, error) {
 
 // RunSuite runs a suite's tests (m) on a bed of its own, for TestMain to
 // pass to os.Exit: prepare gets a scratch directory (removed after), then
-// the bed starts with namespace and started receives it, m runs, and the
-// bed stops. suite names the suite in the errors it prints.
-func RunSuite(m *testing.M, suite, namespace string, prepare func(dir string) error, started func(*Server)) int {
+// the bed starts with namespace and started receives it (an error from it
+// skips m), m runs, and the bed stops. suite names the suite in the errors
+// it prints.
+func RunSuite(m *testing.M, suite, namespace string, prepare func(dir string) error, started func(*Server) error) int {
 	dir, err := os.MkdirTemp("", "k8s-lease-"+namespace+"-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,8 +70,12 @@ func RunSuite(m *testing.M, suite, namespace string, prepare func(dir string) er
 		fmt.Fprintf(os.Stderr, "%s needs a real API server: %v\n", suite, err)
 		return 1
 	}
-	started(s)
-	code := m.Run()
+	code := 1
+	if err := started(s); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", suite, err)
+	} else {
+		code = m.Run()
+	}
 	if err := s.Stop(30 * time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "stop envtest-server:", err)
 		code = 1

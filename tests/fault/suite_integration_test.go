@@ -58,7 +58,7 @@ func TestMain(m *testing.M) {
 		binDir = dir
 		candidate, err = buildCandidate(dir)
 		return err
-	}, func(s *testenv.Server) { server = s }))
+	}, func(s *testenv.Server) error { server = s; return nil }))
 }
 
 // buildCandidate compiles the C++ candidate against the shipped library.

@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 	os.Exit(testenv.RunSuite(m, "the monitoring tests", namespace, func(dir string) (err error) {
 		haServer, err = testenv.BuildCxx(dir, filepath.Join("examples", "ha_server.cpp"), "ha_server")
 		return err
-	}, func(s *testenv.Server) { server = s }))
+	}, func(s *testenv.Server) error { server = s; return nil }))
 }
 
 // phase is one recorded scenario: three replicas on a lease of their own
