@@ -64,13 +64,21 @@ func (e *Election) lead() error {
 	results := make(chan renewal, maxRenewalsInFlight) // senders never block
 	p := pipeline{}
 	settle := func(r renewal) error {
-		if p.givenUp(r) && r.err != nil {
+		// A given-up renewal's failure is its cancel's doing (or its
+		// connection's), no news of the API server. An answer of the API
+		// server that beat the cancel is taken as any. Either way a fresh
+		// one goes out now in its place.
+		givenUp := p.givenUp(r)
+		if givenUp && r.err != nil && !fromAPIServer(r.err) {
 			p.forget(r.sent)
-			renew.Reset(0) // its cancel's doing, no news of the API server: a fresh one now
+			renew.Reset(0)
 			return nil
 		}
 		p.done(r, e.clock.Now())
-		if r.err != nil {
+		switch {
+		case givenUp && r.err != nil:
+			renew.Reset(0)
+		case r.err != nil:
 			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 		}
 		return e.renewed(r)
@@ -253,6 +261,13 @@ func (p *pipeline) giveUpOldest() {
 		p.cancels[i]()
 		return
 	}
+}
+
+// fromAPIServer reports whether a failed request's err is the API
+// server's answer (a status), not a cancel, a deadline or a connection's.
+func fromAPIServer(err error) bool {
+	var status apierrors.APIStatus
+	return errors.As(err, &status)
 }
 
 // givenUp reports whether r answers a renewal given up, and forgets it.

@@ -715,3 +715,39 @@ func TestAFullPipelineOfHungRenewalsMakesRoomForAFreshOne(t *testing.T) {
 		t.Fatalf("the leader lost its lease to renewals that hung: %+v", statsOf(stats).Election)
 	}
 }
+
+// hungThenGone hangs every renewal (PATCH) once armed; the first one
+// cancelled by the leader (given up) answers 404 instead, as an answer that
+// beat the cancel would: the Lease was deleted meanwhile.
+type hungThenGone struct {
+	coordclient.LeaseInterface
+	armed    atomic.Bool
+	answered atomic.Bool
+}
+
+func (h *hungThenGone) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if !h.armed.Load() {
+		return h.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+	}
+	<-ctx.Done()
+	if errors.Is(ctx.Err(), context.Canceled) && h.answered.CompareAndSwap(false, true) {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, name)
+	}
+	return nil, ctx.Err()
+}
+
+// A renewal given up (a full pipeline of hung ones) whose answer beat the
+// cancel is that answer: a 404 ends the term as the Lease deleted, not by
+// the renew deadline later.
+func TestAGivenUpRenewalsAnswerIsNotTakenForItsCancel(t *testing.T) {
+	leases := &hungThenGone{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}
+	e := startLeading(t, leases, fastUnitTiming, clock.RealClock{})
+	leases.armed.Store(true)
+	eventually(t, 10*time.Second, "the term ended", e.Ended)
+	if !leases.answered.Load() {
+		t.Fatal("no renewal was given up")
+	}
+	if !errors.Is(e.endReason(), ErrLeaseDeleted) {
+		t.Fatalf("the term ended by %v; want %v", e.endReason(), ErrLeaseDeleted)
+	}
+}
