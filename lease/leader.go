@@ -69,16 +69,15 @@ func (e *Election) lead() error {
 		// server that beat the cancel is taken as any. Either way a fresh
 		// one goes out now in its place.
 		givenUp := p.givenUp(r)
-		if givenUp && r.err != nil && !fromAPIServer(r.err) {
-			p.forget(r.sent)
+		if givenUp && r.err != nil {
 			renew.Reset(0)
-			return nil
+			if !fromAPIServer(r.err) {
+				p.forget(r.sent)
+				return nil
+			}
 		}
 		p.done(r, e.clock.Now())
-		switch {
-		case givenUp && r.err != nil:
-			renew.Reset(0)
-		case r.err != nil:
+		if r.err != nil && !givenUp {
 			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 		}
 		return e.renewed(r)
@@ -386,8 +385,7 @@ func (e *Election) renewInline(ctx context.Context, patch renewPatch, sent time.
 	r = e.renewal(ctx, patch, sent)
 	// Only our own deadline at the cut makes it slow: an answer of the API
 	// server (a refusal) that comes back late is still that answer.
-	var status apierrors.APIStatus
-	if errors.Is(r.err, context.DeadlineExceeded) && !errors.As(r.err, &status) && ctx.Err() != nil &&
+	if errors.Is(r.err, context.DeadlineExceeded) && !fromAPIServer(r.err) && ctx.Err() != nil &&
 		!e.clock.Now().Before(cut) && until.After(cut) {
 		if e.ctx.Err() == nil {
 			logf(LevelInfo, "lease %s: renewal unanswered after %v: renewals now go out on workers, beside each other when slower still, until answers come fast again",
