@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
+	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,20 +70,27 @@ func (e *Election) lead() error {
 		// connection's), no news of the API server. An answer of the API
 		// server that beat the cancel is taken as any. Either way a fresh
 		// one goes out now in its place.
-		givenUp := p.givenUp(r)
+		givenUp, replace := p.givenUp(r)
 		if givenUp && r.err != nil {
-			renew.Reset(0)
+			if replace {
+				renew.Reset(0)
+			}
 			if !fromAPIServer(r.err) {
 				p.forget(r.sent)
 				return nil
 			}
 		}
 		p.done(r, e.clock.Now())
+		if r.err == nil {
+			p.supersede(r.sent)
+		}
 		if r.err != nil && !givenUp {
-			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
+			// Retry sooner while the deadline runs.
+			renew.Reset(min(e.timing.RetryPeriod/2, urgentPace(e.timing)))
 		}
 		return e.renewed(r)
 	}
+	urgent := false
 	for {
 		e.mu.Lock()
 		left := e.term.validUntil.Sub(e.clock.Now())
@@ -93,7 +102,16 @@ func (e *Election) lead() error {
 			}
 			return fmt.Errorf("%w (%v): last error: %v", ErrRenewDeadline, e.timing.RenewDeadline, lastErr)
 		}
-		deadline := e.clock.NewTimer(left)
+		// The wake-up is the deadline, or before it the point where
+		// renewals turn urgent (renewUrgently), at which one is due at once.
+		wake := left
+		if left > urgentWithin(e.timing) {
+			wake, urgent = left-urgentWithin(e.timing), false
+		} else if !urgent {
+			urgent = true
+			renew.Reset(0)
+		}
+		deadline := e.clock.NewTimer(wake)
 		var reason error
 		select {
 		case <-e.ctx.Done():
@@ -123,7 +141,14 @@ func (e *Election) lead() error {
 // returns the reason to end that a renewal answered here gives.
 func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
 	now := e.clock.Now()
-	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
+	e.mu.Lock()
+	urgent := e.term.validUntil.Sub(now) <= urgentWithin(e.timing)
+	e.mu.Unlock()
+	pace := renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load())
+	if urgent {
+		pace = urgentPace(e.timing)
+	}
+	renew.Reset(pace)
 	// The oldest renewal in flight is past the cut: its connection
 	// may hang (a frozen API server), and the next one would wait
 	// on it too. Closing it fails what is in flight on it, so the
@@ -135,9 +160,13 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
 		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
-		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
+		if !next.IsZero() && next.Before(now.Add(pace)) {
 			renew.Reset(next.Sub(now))
 		}
+	}
+	if urgent {
+		e.renewUrgently(ctx, p, now, patch, results)
+		return nil
 	}
 	// A full pipeline with no answer since its oldest renewal was sent,
 	// which is late: the renewals hang behind the API server (an etcd
@@ -172,16 +201,82 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		}
 		renew.Reset(0)
 	default:
-		rctx, cancel := context.WithCancel(ctx)
-		p.sent = append(p.sent, now)
-		p.cancels = append(p.cancels, cancel)
-		renewers.Go(func() {
-			defer cancel()
-			e.sendRenewal(rctx, patch, now, results)
-		})
+		e.renewOnWorker(ctx, p, now, patch, results)
 	}
 	return reason
 }
+
+// renewOnWorker sends a renewal on a worker, counted in flight in p.
+func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
+	rctx, cancel := context.WithCancel(ctx)
+	p.sent = append(p.sent, now)
+	p.cancels = append(p.cancels, cancel)
+	renewers.Go(func() {
+		defer cancel()
+		e.sendRenewal(rctx, patch, now, results)
+	})
+}
+
+// renewUrgently is renewDue's turn once little validity is left
+// (urgentWithin): a renewal goes out every urgentPace while none in
+// flight is younger than twice the usual latency, up to maxUrgentInFlight;
+// then the youngest is given up for a fresh one at that pace.
+//
+// This is for an etcd leader lost (frozen, partitioned): every write
+// stalls until etcd has elected another (1 to 1.4 s on an idle bed, more
+// under load), and the renewals sent meanwhile hang until the old leader
+// comes back. After the stall the API server still routes a part of its
+// requests (a half or a third: its etcd client takes the members in turn)
+// to the lost member, where they hang as well. At the pace, the one or two
+// renewals left before the deadline can all be among those; at urgentPace
+// four times as many go out, each as likely to be answered at once.
+//
+// A server grown slow answers every renewal, late, oldest first, and
+// until the first answer it looks like a stall: the oldest renewals in
+// flight are kept (the next to be answered, if any is), and the youngest
+// place alone turns over, whose renewal is the likeliest to have hung at
+// the end of a stall.
+//
+// The usual latency is the least of the last few (pipeline.usual), not the
+// last, which a renewal that waited through a stall inflates. Renewals
+// beyond what the pace would send draw on urgentTries, shared by the
+// process: an API server that answers none of its elections is not sent
+// more than that.
+func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
+	late := len(p.sent) > 0 && now.Sub(p.sent[len(p.sent)-1]) >= max(urgentPace(e.timing), 2*p.usual())
+	if len(p.sent) >= maxUrgentInFlight {
+		if late && len(p.givenUpAt) == 0 {
+			p.giveUp(len(p.sent)-1, true) // its cancel's answer sends the next (lead's settle)
+		}
+		return
+	}
+	if len(p.sent) > 0 && !late {
+		return
+	}
+	if !p.shouldSend(now, e.timing) && !urgentTries.AllowN(now, 1) {
+		return
+	}
+	e.renewOnWorker(ctx, p, now, patch, results)
+}
+
+// urgentWithin is the validity left below which renewals are urgent
+// (renewUrgently): half of what a healthy leader keeps at least (renew
+// deadline - retry period - latency, with a latency up to half of that),
+// so a healthy leader never turns urgent; half the renew deadline if that
+// is less, so that an urgent leader still has many urgentPace in hand.
+func urgentWithin(t Timing) time.Duration {
+	return min(t.RenewDeadline/2, (t.RenewDeadline-t.RetryPeriod)/2)
+}
+
+// maxUrgentInFlight bounds the renewals in flight of an urgent leader.
+const maxUrgentInFlight = 2 * maxRenewalsInFlight
+
+// urgentPace is how often an urgent leader sends a renewal.
+func urgentPace(t Timing) time.Duration { return max(t.RetryPeriod/4, time.Millisecond) }
+
+// urgentTries bounds the renewals the process sends beyond the pace when
+// urgent: 64 a second, in bursts of 64.
+var urgentTries = rate.NewLimiter(64, 64)
 
 // renewalSlot moves a renewal due in d earlier, to the start of its slot:
 // a period has renewalSlots slots, or one per renewalBurst leaders of the
@@ -242,24 +337,36 @@ type pipeline struct {
 	latency time.Duration
 	// lastAnswer: when the last answer came (a given-up renewal's cancel
 	// is none); givenUpAt: the renewals given up, counted in sent until
-	// their answers come.
+	// their answers come, true for those a fresh one replaces.
 	lastAnswer time.Time
 	givenUpAt  map[time.Time]bool
+	// latencies: those of the last successes, answered of them in all.
+	latencies [8]time.Duration
+	answered  int
 }
 
-// giveUpOldest cancels the oldest renewal in flight not given up yet.
+// giveUpOldest cancels the oldest renewal in flight not given up yet; a
+// fresh one replaces it.
 func (p *pipeline) giveUpOldest() {
-	for i, sent := range p.sent {
-		if p.givenUpAt[sent] || i >= len(p.cancels) || p.cancels[i] == nil {
-			continue
+	for i := range p.sent {
+		if p.giveUp(i, true) {
+			return
 		}
-		if p.givenUpAt == nil {
-			p.givenUpAt = map[time.Time]bool{}
-		}
-		p.givenUpAt[sent] = true
-		p.cancels[i]()
-		return
 	}
+}
+
+// giveUp cancels the renewal in flight at i unless it is given up already
+// or on the leading goroutine, and says whether a fresh one replaces it.
+func (p *pipeline) giveUp(i int, replace bool) bool {
+	if _, done := p.givenUpAt[p.sent[i]]; done || i >= len(p.cancels) || p.cancels[i] == nil {
+		return false
+	}
+	if p.givenUpAt == nil {
+		p.givenUpAt = map[time.Time]bool{}
+	}
+	p.givenUpAt[p.sent[i]] = replace
+	p.cancels[i]()
+	return true
 }
 
 // fromAPIServer reports whether a failed request's err is the API
@@ -269,13 +376,23 @@ func fromAPIServer(err error) bool {
 	return errors.As(err, &status)
 }
 
-// givenUp reports whether r answers a renewal given up, and forgets it.
-func (p *pipeline) givenUp(r renewal) bool {
-	if !p.givenUpAt[r.sent] {
-		return false
-	}
+// givenUp reports whether r answers a renewal given up, and whether a
+// fresh one replaces it, and forgets it.
+func (p *pipeline) givenUp(r renewal) (givenUp, replace bool) {
+	replace, givenUp = p.givenUpAt[r.sent]
 	delete(p.givenUpAt, r.sent)
-	return true
+	return givenUp, replace
+}
+
+// supersede gives up the renewals in flight sent before sent, whose
+// success was just answered: answered too, they would give less validity
+// (it counts from the send), and unanswered after a younger one they have
+// likely hung (behind an etcd member lost), holding places of the
+// pipeline. None replaces them.
+func (p *pipeline) supersede(sent time.Time) {
+	for i := 0; i < len(p.sent) && p.sent[i].Before(sent); i++ {
+		p.giveUp(i, false)
+	}
 }
 
 // shouldSend: always when nothing is in flight; beside renewals in flight
@@ -322,8 +439,20 @@ func (p *pipeline) done(r renewal, now time.Time) {
 	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
+		p.latencies[p.answered%len(p.latencies)] = p.latency
+		p.answered++
 	}
 	p.lastAnswer = now
+}
+
+// usual is the least latency of the last successes (up to 8): what the
+// API server takes when nothing stalls it.
+func (p *pipeline) usual() time.Duration {
+	n := min(p.answered, len(p.latencies))
+	if n == 0 {
+		return 0
+	}
+	return slices.Min(p.latencies[:n])
 }
 
 // forget stops counting the renewal sent at sent as in flight.

@@ -751,3 +751,48 @@ func TestAGivenUpRenewalsAnswerIsNotTakenForItsCancel(t *testing.T) {
 		t.Fatalf("the term ended by %v; want %v", e.endReason(), ErrLeaseDeleted)
 	}
 }
+
+// etcdLeaderFrozen plays an etcd leader frozen behind the API server from
+// the first renewal answered once armed, as measured on the HA bed: every
+// renewal sent during the stall
+// (the election of another etcd leader) hangs until the frozen member
+// thaws, and afterwards every other one still does (the API server's etcd
+// client takes the members in turn); the others are answered.
+type etcdLeaderFrozen struct {
+	coordclient.LeaseInterface
+	stall   time.Duration
+	armed   atomic.Bool
+	frozeAt atomic.Pointer[time.Time]
+	after   atomic.Int32 // renewals sent after the stall
+}
+
+func (f *etcdLeaderFrozen) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if at := f.frozeAt.Load(); at != nil && (time.Now().Before(at.Add(f.stall)) || f.after.Add(1)%2 == 1) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	l, err := f.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+	if now := time.Now(); err == nil && f.armed.Load() {
+		f.frozeAt.CompareAndSwap(nil, &now)
+	}
+	return l, err
+}
+
+// An etcd leader frozen stalls every write until etcd has elected another
+// (2.5 s here, as under load, of a 3 s renew deadline), and half the
+// renewals sent after that still hang. At the pace the pipeline is full of
+// hung renewals when the stall ends, and the term lapses: with little
+// validity left, renewals must go out faster, and make room.
+func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
+	leases := &etcdLeaderFrozen{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), stall: 2500 * time.Millisecond}
+	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+	from := statsOf(e.stats).Election.Renewals
+	leases.armed.Store(true)
+	eventually(t, 10*time.Second, "renewals answered after the stall", func() bool {
+		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+3
+	})
+	if e.Ended() {
+		t.Fatalf("the leader lost its lease: %v", e.endReason())
+	}
+}
