@@ -63,7 +63,7 @@ func (e *Election) lead() error {
 	if err != nil {
 		return err
 	}
-	results := make(chan renewal, maxRenewalsInFlight) // senders never block
+	results := make(chan renewal, maxUrgentInFlight) // senders never block: no more are in flight
 	p := pipeline{}
 	settle := func(r renewal) error {
 		// A given-up renewal's failure is its cancel's doing (or its
@@ -85,8 +85,7 @@ func (e *Election) lead() error {
 			p.supersede(r.sent)
 		}
 		if r.err != nil && !givenUp {
-			// Retry sooner while the deadline runs.
-			renew.Reset(min(e.timing.RetryPeriod/2, urgentPace(e.timing)))
+			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 		}
 		return e.renewed(r)
 	}
@@ -219,8 +218,9 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 
 // renewUrgently is renewDue's turn once little validity is left
 // (urgentWithin): a renewal goes out every urgentPace while none in
-// flight is younger than twice the usual latency, up to maxUrgentInFlight;
-// then the youngest is given up for a fresh one at that pace.
+// flight is younger than twice the usual latency (and at least every
+// retry period, the pace), up to maxUrgentInFlight; then the youngest is
+// given up for a fresh one at that pace.
 //
 // This is for an etcd leader lost (frozen, partitioned): every write
 // stalls until etcd has elected another (1 to 1.4 s on an idle bed, more
@@ -235,7 +235,10 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // until the first answer it looks like a stall: the oldest renewals in
 // flight are kept (the next to be answered, if any is), and the youngest
 // place alone turns over, whose renewal is the likeliest to have hung at
-// the end of a stall.
+// the end of a stall. Once the slow answers are the usual latency, a
+// renewal goes out every retry period, as pipelining does (shouldSend).
+// A server that fails fast is retried as before (half a retry period
+// after a failure): only renewals that hang are sent beside each other.
 //
 // The usual latency is the least of the last few (pipeline.usual), not the
 // last, which a renewal that waited through a stall inflates. Renewals
@@ -243,7 +246,7 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // process: an API server that answers none of its elections is not sent
 // more than that.
 func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
-	late := len(p.sent) > 0 && now.Sub(p.sent[len(p.sent)-1]) >= max(urgentPace(e.timing), 2*p.usual())
+	late := len(p.sent) > 0 && now.Sub(p.sent[len(p.sent)-1]) >= min(e.timing.RetryPeriod, max(urgentPace(e.timing), 2*p.usual()))
 	if len(p.sent) >= maxUrgentInFlight {
 		if late && len(p.givenUpAt) == 0 {
 			p.giveUp(len(p.sent)-1, true) // its cancel's answer sends the next (lead's settle)
@@ -259,16 +262,16 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 	e.renewOnWorker(ctx, p, now, patch, results)
 }
 
-// urgentWithin is the validity left below which renewals are urgent
+// urgentWithin is the validity left at which renewals turn urgent
 // (renewUrgently): half of what a healthy leader keeps at least (renew
-// deadline - retry period - latency, with a latency up to half of that),
-// so a healthy leader never turns urgent; half the renew deadline if that
-// is less, so that an urgent leader still has many urgentPace in hand.
+// deadline - retry period - latency), so that one never does while its
+// latency stays under that half (1.25 s at 4/3/0.5, 4 s at 15/10/2).
 func urgentWithin(t Timing) time.Duration {
-	return min(t.RenewDeadline/2, (t.RenewDeadline-t.RetryPeriod)/2)
+	return (t.RenewDeadline - t.RetryPeriod) / 2
 }
 
-// maxUrgentInFlight bounds the renewals in flight of an urgent leader.
+// maxUrgentInFlight bounds the renewals in flight of an urgent leader, and
+// so of any leader (lead's results are that many).
 const maxUrgentInFlight = 2 * maxRenewalsInFlight
 
 // urgentPace is how often an urgent leader sends a renewal.

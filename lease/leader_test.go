@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -526,10 +528,13 @@ func TestSuddenLatencyKeepsLeadership(t *testing.T) {
 			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
 			eventually(t, 5*time.Second, "a few fast renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
 			leases.delay.Store(int64(latency))
-			// 8 renewals answered after the latency set in: 5 s and more,
-			// beyond the renew deadline.
-			from := statsOf(e.stats).Election.Renewals
-			eventually(t, 30*time.Second, "8 renewals answered late", func() bool { return e.Ended() || statsOf(e.stats).Election.Renewals >= from+8 })
+			// 8 renewals answered after the latency set in, and three
+			// lease durations: well beyond the renew deadline, and beyond
+			// the burst a leader left with little validity sends.
+			from, at := statsOf(e.stats).Election.Renewals, time.Now()
+			eventually(t, 30*time.Second, "8 renewals answered late over three lease durations", func() bool {
+				return e.Ended() || statsOf(e.stats).Election.Renewals >= from+8 && time.Since(at) >= 12*time.Second
+			})
 			if e.Ended() {
 				t.Fatalf("a latency of %v lost the leadership: %v", latency, e.endReason())
 			}
@@ -794,5 +799,57 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 	})
 	if e.Ended() {
 		t.Fatalf("the leader lost its lease: %v", e.endReason())
+	}
+}
+
+// countedDelay answers every renewal (PATCH) after delay, counting those
+// in flight.
+type countedDelay struct {
+	delayedPatches
+	inFlight atomic.Int32
+}
+
+func (c *countedDelay) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
+	return c.delayedPatches.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// renewalsBlocked counts the goroutines blocked handing a renewal's
+// outcome to a leader that no longer reads them.
+func renewalsBlocked() int {
+	buf := make([]byte, 1<<22)
+	buf = buf[:goruntime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		head, _, _ := strings.Cut(g, "\n")
+		if strings.Contains(g, ").sendRenewal(") && strings.Contains(head, "[chan send") {
+			n++
+		}
+	}
+	return n
+}
+
+// A term that ends with as many renewals in flight as a leader may send
+// (a slow API server, the leader left with little validity) leaves no
+// worker behind: each renewal's outcome, answered after the end, is
+// handed over without a reader.
+func TestNoRenewalWorkerIsLeftBlockedAfterTheTerm(t *testing.T) {
+	leases := &countedDelay{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
+	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+	leases.delay.Store(int64(1900 * time.Millisecond))
+	eventually(t, 10*time.Second, "more renewals in flight than the pipeline's usual bound", func() bool {
+		return leases.inFlight.Load() > maxRenewalsInFlight
+	})
+	if err := e.CancelWithin(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "every renewal answered", func() bool { return leases.inFlight.Load() == 0 })
+	for range 20 {
+		if n := renewalsBlocked(); n > 0 {
+			t.Fatalf("%d renewal worker(s) blocked for good after the term", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
