@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -30,8 +29,9 @@ import (
 // retry period while earlier ones are in flight (up to
 // maxRenewalsInFlight), which holds leadership while L + retryPeriod <
 // renewDeadline. Only then, so that an API server slow from overload is not
-// sent more. This needs renewals that do not depend on each other's
-// answers: see renewPatch.
+// sent more. A leader left with little validity, because its renewals
+// hang (an etcd leader lost), renews faster (renewUrgently). This needs
+// renewals that do not depend on each other's answers: see renewPatch.
 //
 // While answers come fast, a renewal goes out on this goroutine
 // (renewInline): on a worker it cost two more goroutine wake-ups, and at
@@ -85,7 +85,13 @@ func (e *Election) lead() error {
 			p.supersede(r.sent)
 		}
 		if r.err != nil && !givenUp {
-			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
+			// Retry sooner while the deadline runs; an urgent leader
+			// keeps its pace while others are in flight (renewUrgently).
+			if len(p.sent) > 0 && e.urgent(e.clock.Now()) {
+				renew.Reset(urgentPace(e.timing))
+			} else {
+				renew.Reset(e.timing.RetryPeriod / 2)
+			}
 		}
 		return e.renewed(r)
 	}
@@ -140,9 +146,7 @@ func (e *Election) lead() error {
 // returns the reason to end that a renewal answered here gives.
 func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
 	now := e.clock.Now()
-	e.mu.Lock()
-	urgent := e.term.validUntil.Sub(now) <= urgentWithin(e.timing)
-	e.mu.Unlock()
+	urgent := e.urgent(now)
 	pace := renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load())
 	if urgent {
 		pace = urgentPace(e.timing)
@@ -164,7 +168,7 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		}
 	}
 	if urgent {
-		e.renewUrgently(ctx, p, now, patch, results)
+		e.renewUrgently(ctx, p, now, patch, results, redialed)
 		return nil
 	}
 	// A full pipeline with no answer since its oldest renewal was sent,
@@ -217,10 +221,12 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 }
 
 // renewUrgently is renewDue's turn once little validity is left
-// (urgentWithin): a renewal goes out every urgentPace while none in
-// flight is younger than twice the usual latency (and at least every
-// retry period, the pace), up to maxUrgentInFlight; then the youngest is
-// given up for a fresh one at that pace.
+// (urgentWithin). A renewal goes out when the youngest in flight has
+// likely hung (older than twice the usual latency, and than urgentPace),
+// when a retry period has passed and the usual latency calls for
+// pipelining (pipelined), or at once after a redial; up to
+// maxUrgentInFlight. A full pipeline gives up its youngest renewal, if it
+// has likely hung, for a fresh one.
 //
 // This is for an etcd leader lost (frozen, partitioned): every write
 // stalls until etcd has elected another (1 to 1.4 s on an idle bed, more
@@ -231,35 +237,50 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // renewals left before the deadline can all be among those; at urgentPace
 // four times as many go out, each as likely to be answered at once.
 //
-// A server grown slow answers every renewal, late, oldest first, and
-// until the first answer it looks like a stall: the oldest renewals in
-// flight are kept (the next to be answered, if any is), and the youngest
-// place alone turns over, whose renewal is the likeliest to have hung at
-// the end of a stall. Once the slow answers are the usual latency, a
-// renewal goes out every retry period, as pipelining does (shouldSend).
-// A server that fails fast is retried as before (half a retry period
-// after a failure): only renewals that hang are sent beside each other.
+// A server grown slow answers every renewal, late, oldest first; until
+// the first answer it looks like a stall, so the oldest renewals in
+// flight are kept (the next to be answered, if any is) and only the
+// youngest place turns over. Once the slow answers are the usual latency
+// (the least of those in the last renew deadline: pipeline.usual, which a
+// renewal that waited through a stall does not inflate), nothing looks
+// hung: renewals
+// go out one at a time while that keeps up, else one every retry period.
+// A failure is retried half a retry period later (lead's settle) unless
+// others are in flight: only renewals that hang are sent beside others.
 //
-// The usual latency is the least of the last few (pipeline.usual), not the
-// last, which a renewal that waited through a stall inflates. Renewals
-// beyond what the pace would send draw on urgentTries, shared by the
-// process: an API server that answers none of its elections is not sent
-// more than that.
-func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
-	late := len(p.sent) > 0 && now.Sub(p.sent[len(p.sent)-1]) >= min(e.timing.RetryPeriod, max(urgentPace(e.timing), 2*p.usual()))
+// Renewals that shouldSend would not send, and those replacing one given
+// up, draw on urgentTries, shared by the process: an API server that
+// leaves all of its elections' renewals hanging is not sent more.
+func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal, redialed bool) {
+	var hung, paced bool
+	if len(p.sent) > 0 {
+		age, usual := now.Sub(p.sent[len(p.sent)-1]), p.usual(now, e.timing.RenewDeadline)
+		hung = age >= max(urgentPace(e.timing), 2*usual)
+		paced = age >= e.timing.RetryPeriod && pipelined(usual, e.timing)
+	}
 	if len(p.sent) >= maxUrgentInFlight {
-		if late && len(p.givenUpAt) == 0 {
+		if hung && len(p.givenUpAt) == 0 && (p.prepaid || urgentTries.AllowN(now, 1)) {
+			p.prepaid = true              // for the fresh one
 			p.giveUp(len(p.sent)-1, true) // its cancel's answer sends the next (lead's settle)
 		}
 		return
 	}
-	if len(p.sent) > 0 && !late {
+	if len(p.sent) > 0 && !hung && !paced && !redialed {
 		return
 	}
-	if !p.shouldSend(now, e.timing) && !urgentTries.AllowN(now, 1) {
+	if !p.prepaid && !p.shouldSend(now, e.timing) && !urgentTries.AllowN(now, 1) {
 		return
 	}
+	p.prepaid = false
 	e.renewOnWorker(ctx, p, now, patch, results)
+}
+
+// urgent reports whether the leader has so little validity left that it
+// renews urgently (renewUrgently).
+func (e *Election) urgent(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.term.validUntil.Sub(now) <= urgentWithin(e.timing)
 }
 
 // urgentWithin is the validity left at which renewals turn urgent
@@ -343,9 +364,13 @@ type pipeline struct {
 	// their answers come, true for those a fresh one replaces.
 	lastAnswer time.Time
 	givenUpAt  map[time.Time]bool
-	// latencies: those of the last successes, answered of them in all.
-	latencies [8]time.Duration
+	// successes: the last ones (their latency and when answered),
+	// answered of them in all.
+	successes [8]success
 	answered  int
+	// prepaid: urgentTries paid for the renewal that replaces one given
+	// up (renewUrgently).
+	prepaid bool
 }
 
 // giveUpOldest cancels the oldest renewal in flight not given up yet; a
@@ -408,7 +433,12 @@ func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
 	if len(p.sent) >= maxRenewalsInFlight {
 		return false
 	}
-	l := max(p.latency, now.Sub(p.sent[0]))
+	return pipelined(max(p.latency, now.Sub(p.sent[0])), t)
+}
+
+// pipelined reports whether at latency l one renewal at a time would not
+// keep up (2l + retryPeriod above 3/4 of the renew deadline).
+func pipelined(l time.Duration, t Timing) bool {
 	return 4*(2*l+t.RetryPeriod) > 3*t.RenewDeadline
 }
 
@@ -442,20 +472,30 @@ func (p *pipeline) done(r renewal, now time.Time) {
 	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
-		p.latencies[p.answered%len(p.latencies)] = p.latency
+		p.successes[p.answered%len(p.successes)] = success{now, p.latency}
 		p.answered++
 	}
 	p.lastAnswer = now
 }
 
-// usual is the least latency of the last successes (up to 8): what the
-// API server takes when nothing stalls it.
-func (p *pipeline) usual() time.Duration {
-	n := min(p.answered, len(p.latencies))
-	if n == 0 {
-		return 0
+type success struct {
+	at      time.Time
+	latency time.Duration
+}
+
+// usual is what the API server takes when nothing stalls it: the least
+// latency of the last successes (up to 8) answered within the last
+// `within`, or the last success's if none was. A renewal that waited
+// through a stall does not raise it; a server grown slow does, once its
+// earlier answers are older than within.
+func (p *pipeline) usual(now time.Time, within time.Duration) time.Duration {
+	u, seen := p.latency, false
+	for _, s := range p.successes[:min(p.answered, len(p.successes))] {
+		if now.Sub(s.at) <= within && (!seen || s.latency < u) {
+			u, seen = s.latency, true
+		}
 	}
-	return slices.Min(p.latencies[:n])
+	return u
 }
 
 // forget stops counting the renewal sent at sent as in flight.

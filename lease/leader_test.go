@@ -806,12 +806,14 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 // in flight.
 type countedDelay struct {
 	delayedPatches
-	inFlight atomic.Int32
+	inFlight, maxSeen atomic.Int32
 }
 
 func (c *countedDelay) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	c.inFlight.Add(1)
+	n := c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
+	for m := c.maxSeen.Load(); n > m && !c.maxSeen.CompareAndSwap(m, n); m = c.maxSeen.Load() {
+	}
 	return c.delayedPatches.Patch(ctx, name, pt, data, opts, sub...)
 }
 
@@ -851,5 +853,30 @@ func TestNoRenewalWorkerIsLeftBlockedAfterTheTerm(t *testing.T) {
 			t.Fatalf("%d renewal worker(s) blocked for good after the term", n)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A server slow, but not so slow that one renewal at a time falls behind
+// (0.8 s at 4/3/0.5: a renewal still in flight at a retry period's tick
+// makes the next one wait for the tick after, and leaves the leader little
+// validity), is sent one renewal at a time once its slow answers are all
+// it gave for a renew deadline: nothing hangs, so nothing is sent beside.
+func TestASlowServerThatKeepsUpIsSentOneRenewalAtATime(t *testing.T) {
+	leases := &countedDelay{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
+	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+	leases.delay.Store(int64(800 * time.Millisecond))
+	from, slow := statsOf(e.stats).Election.Renewals, time.Now()
+	eventually(t, 10*time.Second, "a renew deadline of answers late", func() bool {
+		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+2 && time.Since(slow) >= 3*time.Second+800*time.Millisecond
+	})
+	leases.maxSeen.Store(leases.inFlight.Load())
+	at := time.Now()
+	eventually(t, 30*time.Second, "three lease durations", func() bool { return e.Ended() || time.Since(at) >= 12*time.Second })
+	if e.Ended() {
+		t.Fatalf("the leader lost its lease: %v", e.endReason())
+	}
+	if n := leases.maxSeen.Load(); n > 1 {
+		t.Fatalf("%d renewals in flight at once; want 1", n)
 	}
 }
