@@ -65,6 +65,11 @@ func (e *Election) lead() error {
 	}
 	results := make(chan renewal, maxUrgentInFlight) // senders never block: no more are in flight
 	p := pipeline{}
+	// extra: the turns of renewUrgently, every urgentPace while urgent,
+	// beside the pace's (renew), which urgency leaves as it is.
+	extra := e.clock.NewTimer(time.Hour)
+	extra.Stop()
+	defer extra.Stop()
 	settle := func(r renewal) error {
 		// A given-up renewal's failure is its cancel's doing (or its
 		// connection's), no news of the API server. An answer of the API
@@ -72,8 +77,11 @@ func (e *Election) lead() error {
 		// one goes out now in its place.
 		givenUp, replace := p.givenUp(r)
 		if givenUp && r.err != nil {
-			if replace {
+			switch replace {
+			case byPace:
 				renew.Reset(0)
+			case urgently:
+				extra.Reset(0)
 			}
 			if !fromAPIServer(r.err) {
 				p.forget(r.sent)
@@ -85,13 +93,7 @@ func (e *Election) lead() error {
 			p.supersede(r.sent)
 		}
 		if r.err != nil && !givenUp {
-			// Retry sooner while the deadline runs; an urgent leader
-			// keeps its pace while others are in flight (renewUrgently).
-			if len(p.sent) > 0 && e.urgent(e.clock.Now()) {
-				renew.Reset(urgentPace(e.timing))
-			} else {
-				renew.Reset(e.timing.RetryPeriod / 2)
-			}
+			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 		}
 		return e.renewed(r)
 	}
@@ -108,13 +110,16 @@ func (e *Election) lead() error {
 			return fmt.Errorf("%w (%v): last error: %v", ErrRenewDeadline, e.timing.RenewDeadline, lastErr)
 		}
 		// The wake-up is the deadline, or before it the point where
-		// renewals turn urgent (renewUrgently), at which one is due at once.
+		// renewals turn urgent (renewUrgently), whose first turn is then.
 		wake := left
 		if left > urgentWithin(e.timing) {
+			if urgent {
+				extra.Stop()
+			}
 			wake, urgent = left-urgentWithin(e.timing), false
 		} else if !urgent {
 			urgent = true
-			renew.Reset(0)
+			extra.Reset(0)
 		}
 		deadline := e.clock.NewTimer(wake)
 		var reason error
@@ -133,6 +138,11 @@ func (e *Election) lead() error {
 				return nil
 			}
 			reason = e.renewDue(ctx, renew, &p, patch, results, settle)
+		case <-extra.C():
+			if urgent && e.ctx.Err() == nil {
+				extra.Reset(urgentPace(e.timing))
+				e.renewUrgently(ctx, &p, e.clock.Now(), patch, results)
+			}
 		}
 		deadline.Stop()
 		if reason != nil {
@@ -146,12 +156,7 @@ func (e *Election) lead() error {
 // returns the reason to end that a renewal answered here gives.
 func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline, patch renewPatch, results chan renewal, settle func(renewal) error) (reason error) {
 	now := e.clock.Now()
-	urgent := e.urgent(now)
-	pace := renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load())
-	if urgent {
-		pace = urgentPace(e.timing)
-	}
-	renew.Reset(pace)
+	renew.Reset(renewalSlot(now, e.timing.RetryPeriod, e.timing.RetryPeriod, leading.Load()))
 	// The oldest renewal in flight is past the cut: its connection
 	// may hang (a frozen API server), and the next one would wait
 	// on it too. Closing it fails what is in flight on it, so the
@@ -163,13 +168,9 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
 		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
-		if !next.IsZero() && next.Before(now.Add(pace)) {
+		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
 			renew.Reset(next.Sub(now))
 		}
-	}
-	if urgent {
-		e.renewUrgently(ctx, p, now, patch, results, redialed)
-		return nil
 	}
 	// A full pipeline with no answer since its oldest renewal was sent,
 	// which is late: the renewals hang behind the API server (an etcd
@@ -178,13 +179,14 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	// deadlines. The oldest is given up (cancelled; it may land all the
 	// same, which harms nothing); once its cancel is answered, a fresh one
 	// goes out in its place. An API server that is merely slow answers
-	// now and then: nothing is given up.
-	if len(p.sent) >= maxRenewalsInFlight && p.lastAnswer.Before(p.sent[0]) &&
-		now.Sub(p.sent[0]) >= max(pipelineAfter(e.timing), e.timing.RetryPeriod) {
+	// now and then: nothing is given up. (The renewals an urgent leader
+	// sends beside the pace are not counted: see shouldSend.)
+	if n, oldest := p.paced(); n >= maxRenewalsInFlight && p.lastAnswer.Before(oldest) &&
+		now.Sub(oldest) >= max(pipelineAfter(e.timing), e.timing.RetryPeriod) {
 		p.giveUpOldest()
 	}
 	switch {
-	case !p.shouldSend(now, e.timing) && !(redialed && len(p.sent) < maxRenewalsInFlight):
+	case !p.shouldSend(now, e.timing) && !(redialed && p.room()):
 	case len(p.sent) == 0 && p.inline(e.timing):
 		p.sent, p.cancels = append(p.sent, now), append(p.cancels, nil)
 		r, slow := e.renewInline(ctx, patch, now)
@@ -204,14 +206,21 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 		}
 		renew.Reset(0)
 	default:
-		e.renewOnWorker(ctx, p, now, patch, results)
+		e.renewOnWorker(ctx, p, now, patch, results, false)
 	}
 	return reason
 }
 
-// renewOnWorker sends a renewal on a worker, counted in flight in p.
-func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
+// renewOnWorker sends a renewal on a worker, counted in flight in p (as
+// an urgent leader's extra one beside the pace if extra).
+func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal, extra bool) {
 	rctx, cancel := context.WithCancel(ctx)
+	if extra {
+		if p.extraAt == nil {
+			p.extraAt = map[time.Time]bool{}
+		}
+		p.extraAt[now] = true
+	}
 	p.sent = append(p.sent, now)
 	p.cancels = append(p.cancels, cancel)
 	renewers.Go(func() {
@@ -220,13 +229,14 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 	})
 }
 
-// renewUrgently is renewDue's turn once little validity is left
-// (urgentWithin). A renewal goes out when the youngest in flight has
-// likely hung (older than twice the usual latency, and than urgentPace),
-// when a retry period has passed and the usual latency calls for
-// pipelining (pipelined), or at once after a redial; up to
-// maxUrgentInFlight. A full pipeline gives up its youngest renewal, if it
-// has likely hung, for a fresh one.
+// renewUrgently sends a renewal beside those the pace sends (renewDue),
+// every urgentPace while the leader has little validity left
+// (urgentWithin) and its renewals hang: no answer since the youngest in
+// flight was sent, which is older than twice the usual latency. Up to
+// maxUrgentInFlight; a full pipeline gives up its youngest for a fresh
+// one. Each of these draws on urgentTries, shared by the process, so that
+// an API server that leaves every election's renewals hanging is not sent
+// more than that.
 //
 // This is for an etcd leader lost (frozen, partitioned): every write
 // stalls until etcd has elected another (1 to 1.4 s on an idle bed, more
@@ -240,53 +250,36 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // A server grown slow answers every renewal, late, oldest first; until
 // the first answer it looks like a stall, so the oldest renewals in
 // flight are kept (the next to be answered, if any is) and only the
-// youngest place turns over. Once the slow answers are the usual latency
+// youngest place turns over. Once its slow answers are the usual latency
 // (the least of those in the last renew deadline: pipeline.usual, which a
 // renewal that waited through a stall does not inflate), nothing looks
-// hung: renewals
-// go out one at a time while that keeps up, else one every retry period.
-// A failure is retried half a retry period later (lead's settle) unless
-// others are in flight: only renewals that hang are sent beside others.
-//
-// Renewals that shouldSend would not send, and those replacing one given
-// up, draw on urgentTries, shared by the process: an API server that
-// leaves all of its elections' renewals hanging is not sent more.
-func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal, redialed bool) {
-	var hung, paced bool
-	if len(p.sent) > 0 {
-		age, usual := now.Sub(p.sent[len(p.sent)-1]), p.usual(now, e.timing.RenewDeadline)
-		hung = age >= max(urgentPace(e.timing), 2*usual)
-		paced = age >= e.timing.RetryPeriod && pipelined(usual, e.timing)
-	}
-	if len(p.sent) >= maxUrgentInFlight {
-		if hung && len(p.givenUpAt) == 0 && (p.prepaid || urgentTries.AllowN(now, 1)) {
-			p.prepaid = true              // for the fresh one
-			p.giveUp(len(p.sent)-1, true) // its cancel's answer sends the next (lead's settle)
-		}
+// hung. A server that answers fast, if with failures, is never sent one.
+func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
+	if len(p.sent) == 0 {
 		return
 	}
-	if len(p.sent) > 0 && !hung && !paced && !redialed {
+	youngest := p.sent[len(p.sent)-1]
+	if now.Sub(youngest) < max(urgentPace(e.timing), 2*p.usual(now, e.timing.RenewDeadline)) || !p.lastAnswer.Before(youngest) {
 		return
 	}
-	if !p.prepaid && !p.shouldSend(now, e.timing) && !urgentTries.AllowN(now, 1) {
+	full := len(p.sent) >= maxUrgentInFlight
+	if full && len(p.givenUpAt) > 0 || !p.prepaid && !urgentTries.AllowN(now, 1) {
+		return
+	}
+	if full {
+		// Paid for the fresh one, which its cancel's answer sends (lead's
+		// settle). The youngest is never the leading goroutine's: an
+		// urgent leader has renewals on workers in flight.
+		p.prepaid = p.giveUp(len(p.sent)-1, urgently) || p.prepaid
 		return
 	}
 	p.prepaid = false
-	e.renewOnWorker(ctx, p, now, patch, results)
+	e.renewOnWorker(ctx, p, now, patch, results, true)
 }
 
-// urgent reports whether the leader has so little validity left that it
-// renews urgently (renewUrgently).
-func (e *Election) urgent(now time.Time) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.term.validUntil.Sub(now) <= urgentWithin(e.timing)
-}
-
-// urgentWithin is the validity left at which renewals turn urgent
-// (renewUrgently): half of what a healthy leader keeps at least (renew
-// deadline - retry period - latency), so that one never does while its
-// latency stays under that half (1.25 s at 4/3/0.5, 4 s at 15/10/2).
+// urgentWithin is the validity left at which a leader turns urgent: half
+// of what one renewing every retry period keeps at least. Urgency alone
+// sends nothing: renewUrgently sends only while renewals hang.
 func urgentWithin(t Timing) time.Duration {
 	return (t.RenewDeadline - t.RetryPeriod) / 2
 }
@@ -361,41 +354,51 @@ type pipeline struct {
 	latency time.Duration
 	// lastAnswer: when the last answer came (a given-up renewal's cancel
 	// is none); givenUpAt: the renewals given up, counted in sent until
-	// their answers come, true for those a fresh one replaces.
+	// their answers come, and what replaces each.
 	lastAnswer time.Time
-	givenUpAt  map[time.Time]bool
+	givenUpAt  map[time.Time]replacement
 	// successes: the last ones (their latency and when answered),
 	// answered of them in all.
 	successes [8]success
 	answered  int
 	// prepaid: urgentTries paid for the renewal that replaces one given
-	// up (renewUrgently).
+	// up (renewUrgently); extraAt: the renewals in flight it sent.
 	prepaid bool
+	extraAt map[time.Time]bool
 }
 
 // giveUpOldest cancels the oldest renewal in flight not given up yet; a
 // fresh one replaces it.
 func (p *pipeline) giveUpOldest() {
 	for i := range p.sent {
-		if p.giveUp(i, true) {
+		if p.giveUp(i, byPace) {
 			return
 		}
 	}
 }
 
 // giveUp cancels the renewal in flight at i unless it is given up already
-// or on the leading goroutine, and says whether a fresh one replaces it.
-func (p *pipeline) giveUp(i int, replace bool) bool {
+// or on the leading goroutine, noting what replaces it.
+func (p *pipeline) giveUp(i int, replace replacement) bool {
 	if _, done := p.givenUpAt[p.sent[i]]; done || i >= len(p.cancels) || p.cancels[i] == nil {
 		return false
 	}
 	if p.givenUpAt == nil {
-		p.givenUpAt = map[time.Time]bool{}
+		p.givenUpAt = map[time.Time]replacement{}
 	}
 	p.givenUpAt[p.sent[i]] = replace
 	p.cancels[i]()
 	return true
 }
+
+// replacement says what sends the renewal that replaces one given up.
+type replacement int
+
+const (
+	none     replacement = iota // superseded by a success
+	byPace                      // renewDue, at once
+	urgently                    // renewUrgently, at once
+)
 
 // fromAPIServer reports whether a failed request's err is the API
 // server's answer (a status), not a cancel, a deadline or a connection's.
@@ -404,9 +407,9 @@ func fromAPIServer(err error) bool {
 	return errors.As(err, &status)
 }
 
-// givenUp reports whether r answers a renewal given up, and whether a
-// fresh one replaces it, and forgets it.
-func (p *pipeline) givenUp(r renewal) (givenUp, replace bool) {
+// givenUp reports whether r answers a renewal given up, and what replaces
+// it, and forgets it.
+func (p *pipeline) givenUp(r renewal) (givenUp bool, replace replacement) {
 	replace, givenUp = p.givenUpAt[r.sent]
 	delete(p.givenUpAt, r.sent)
 	return givenUp, replace
@@ -419,21 +422,46 @@ func (p *pipeline) givenUp(r renewal) (givenUp, replace bool) {
 // pipeline. None replaces them.
 func (p *pipeline) supersede(sent time.Time) {
 	for i := 0; i < len(p.sent) && p.sent[i].Before(sent); i++ {
-		p.giveUp(i, false)
+		p.giveUp(i, none)
 	}
 }
 
 // shouldSend: always when nothing is in flight; beside renewals in flight
 // only when the latency is high enough that one at a time would not keep
 // up (2L + retryPeriod above 3/4 of the renew deadline).
+//
+// Renewals an urgent leader sent beside the pace (renewUrgently) are not
+// counted, but for the bound of all in flight (maxUrgentInFlight): they
+// leave the pace as it was.
 func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
-	if len(p.sent) == 0 {
+	n, oldest := p.paced()
+	switch {
+	case len(p.sent) >= maxUrgentInFlight || n >= maxRenewalsInFlight:
+		return false
+	case n == 0:
 		return true
 	}
-	if len(p.sent) >= maxRenewalsInFlight {
-		return false
+	return pipelined(max(p.latency, now.Sub(oldest)), t)
+}
+
+// room reports whether the pace may send one more beside those in flight.
+func (p *pipeline) room() bool {
+	n, _ := p.paced()
+	return n < maxRenewalsInFlight && len(p.sent) < maxUrgentInFlight
+}
+
+// paced counts the renewals in flight the pace sent, and says when the
+// oldest of them was.
+func (p *pipeline) paced() (n int, oldest time.Time) {
+	for _, s := range p.sent {
+		if !p.extraAt[s] {
+			if n == 0 {
+				oldest = s
+			}
+			n++
+		}
 	}
-	return pipelined(max(p.latency, now.Sub(p.sent[0])), t)
+	return n, oldest
 }
 
 // pipelined reports whether at latency l one renewal at a time would not
@@ -485,11 +513,12 @@ type success struct {
 
 // usual is what the API server takes when nothing stalls it: the least
 // latency of the last successes (up to 8) answered within the last
-// `within`, or the last success's if none was. A renewal that waited
-// through a stall does not raise it; a server grown slow does, once its
-// earlier answers are older than within.
+// `within`, or 0 if none was (a term's first renewal). A renewal that
+// waited through a stall does not raise it; a server grown slow does, once
+// its earlier answers are older than within.
 func (p *pipeline) usual(now time.Time, within time.Duration) time.Duration {
-	u, seen := p.latency, false
+	var u time.Duration
+	seen := false
 	for _, s := range p.successes[:min(p.answered, len(p.successes))] {
 		if now.Sub(s.at) <= within && (!seen || s.latency < u) {
 			u, seen = s.latency, true
@@ -500,6 +529,7 @@ func (p *pipeline) usual(now time.Time, within time.Duration) time.Duration {
 
 // forget stops counting the renewal sent at sent as in flight.
 func (p *pipeline) forget(sent time.Time) {
+	delete(p.extraAt, sent)
 	for i, s := range p.sent {
 		if s.Equal(sent) {
 			p.sent = append(p.sent[:i], p.sent[i+1:]...)

@@ -880,3 +880,39 @@ func TestASlowServerThatKeepsUpIsSentOneRenewalAtATime(t *testing.T) {
 		t.Fatalf("%d renewals in flight at once; want 1", n)
 	}
 }
+
+// slowThenOneHangs answers every renewal (PATCH) after delay; once armed,
+// the next one hangs until its context ends.
+type slowThenOneHangs struct {
+	delayedPatches
+	armed, hung atomic.Bool
+}
+
+func (s *slowThenOneHangs) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	if s.armed.Load() && s.hung.CompareAndSwap(false, true) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.delayedPatches.Patch(ctx, name, pt, data, opts, sub...)
+}
+
+// A server that answers one renewal at a time in 0.8 s at 4/3/0.5 leaves
+// the leader little validity when one renewal hangs: the next must go out
+// at the pace's next tick, as pipelining sends it (the renewal in flight
+// is late for it), whatever the urgent rule says.
+func TestASlowServersHungRenewalIsFollowedAtThePace(t *testing.T) {
+	leases := &slowThenOneHangs{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
+	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+	leases.delay.Store(int64(800 * time.Millisecond))
+	from, slow := statsOf(e.stats).Election.Renewals, time.Now()
+	eventually(t, 10*time.Second, "a renew deadline of answers late", func() bool {
+		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+2 && time.Since(slow) >= 3*time.Second+800*time.Millisecond
+	})
+	leases.armed.Store(true)
+	at := time.Now()
+	eventually(t, 20*time.Second, "a lease duration after the hang", func() bool { return e.Ended() || time.Since(at) >= 4*time.Second })
+	if e.Ended() {
+		t.Fatalf("the leader lost its lease %v after one renewal hung: %v", time.Since(at).Round(time.Millisecond), e.endReason())
+	}
+}
