@@ -30,7 +30,7 @@ import (
 // maxRenewalsInFlight), which holds leadership while L + retryPeriod <
 // renewDeadline. Only then, so that an API server slow from overload is not
 // sent more. A leader left with little validity, because its renewals
-// hang (an etcd leader lost), renews faster (renewUrgently). This needs
+// hang (an etcd leader lost), sends more beside the pace (renewUrgently). This needs
 // renewals that do not depend on each other's answers: see renewPatch.
 //
 // While answers come fast, a renewal goes out on this goroutine
@@ -63,7 +63,7 @@ func (e *Election) lead() error {
 	if err != nil {
 		return err
 	}
-	results := make(chan renewal, maxUrgentInFlight) // senders never block: no more are in flight
+	results := make(chan renewal, maxRenewalsInFlight+maxExtraInFlight) // senders never block: no more are in flight
 	p := pipeline{}
 	// extra: the turns of renewUrgently, every urgentPace while urgent,
 	// beside the pace's (renew), which urgency leaves as it is.
@@ -75,6 +75,7 @@ func (e *Election) lead() error {
 		// connection's), no news of the API server. An answer of the API
 		// server that beat the cancel is taken as any. Either way a fresh
 		// one goes out now in its place.
+		extraOne := p.extraAt[r.sent]
 		givenUp, replace := p.givenUp(r)
 		if givenUp && r.err != nil {
 			switch replace {
@@ -92,7 +93,7 @@ func (e *Election) lead() error {
 		if r.err == nil {
 			p.supersede(r.sent)
 		}
-		if r.err != nil && !givenUp {
+		if r.err != nil && !givenUp && !extraOne {
 			renew.Reset(e.timing.RetryPeriod / 2) // retry sooner while the deadline runs
 		}
 		return e.renewed(r)
@@ -139,7 +140,11 @@ func (e *Election) lead() error {
 			}
 			reason = e.renewDue(ctx, renew, &p, patch, results, settle)
 		case <-extra.C():
-			if urgent && e.ctx.Err() == nil {
+			if e.ctx.Err() != nil {
+				deadline.Stop()
+				return nil
+			}
+			if urgent {
 				extra.Reset(urgentPace(e.timing))
 				e.renewUrgently(ctx, &p, e.clock.Now(), patch, results)
 			}
@@ -231,12 +236,13 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 
 // renewUrgently sends a renewal beside those the pace sends (renewDue),
 // every urgentPace while the leader has little validity left
-// (urgentWithin) and its renewals hang: no answer since the youngest in
-// flight was sent, which is older than twice the usual latency. Up to
-// maxUrgentInFlight; a full pipeline gives up its youngest for a fresh
-// one. Each of these draws on urgentTries, shared by the process, so that
-// an API server that leaves every election's renewals hanging is not sent
-// more than that.
+// (urgentWithin) and its renewals hang: nothing heard since the youngest
+// in flight was sent, which is older than twice the usual latency. Up to
+// maxExtraInFlight of these; when that many are in flight, the youngest of
+// them is given up for a fresh one. Each draws on urgentTries, shared by
+// the process, so that an API server that leaves every election's
+// renewals hanging is not sent more than that. The pace's rules count
+// none of them, and their answers do not move its timer.
 //
 // This is for an etcd leader lost (frozen, partitioned): every write
 // stalls until etcd has elected another (1 to 1.4 s on an idle bed, more
@@ -248,29 +254,32 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // four times as many go out, each as likely to be answered at once.
 //
 // A server grown slow answers every renewal, late, oldest first; until
-// the first answer it looks like a stall, so the oldest renewals in
-// flight are kept (the next to be answered, if any is) and only the
-// youngest place turns over. Once its slow answers are the usual latency
-// (the least of those in the last renew deadline: pipeline.usual, which a
-// renewal that waited through a stall does not inflate), nothing looks
-// hung. A server that answers fast, if with failures, is never sent one.
+// the first answer it looks like a stall. Once its slow successes are the
+// usual latency (the least of those in the last renew deadline:
+// pipeline.usual, which a renewal that waited through a stall does not
+// inflate), nothing looks hung. A server that answers fast, if with
+// failures, is never sent one; one that fails slowly is, while urgent.
 func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal) {
 	if len(p.sent) == 0 {
 		return
 	}
 	youngest := p.sent[len(p.sent)-1]
-	if now.Sub(youngest) < max(urgentPace(e.timing), 2*p.usual(now, e.timing.RenewDeadline)) || !p.lastAnswer.Before(youngest) {
+	if now.Sub(youngest) < max(urgentPace(e.timing), 2*p.usual(now, e.timing.RenewDeadline)) || !p.lastHeard.Before(youngest) {
 		return
 	}
-	full := len(p.sent) >= maxUrgentInFlight
+	full := len(p.extraAt) >= maxExtraInFlight
 	if full && len(p.givenUpAt) > 0 || !p.prepaid && !urgentTries.AllowN(now, 1) {
 		return
 	}
 	if full {
 		// Paid for the fresh one, which its cancel's answer sends (lead's
-		// settle). The youngest is never the leading goroutine's: an
-		// urgent leader has renewals on workers in flight.
-		p.prepaid = p.giveUp(len(p.sent)-1, urgently) || p.prepaid
+		// settle).
+		for i := len(p.sent) - 1; i >= 0; i-- {
+			if p.extraAt[p.sent[i]] {
+				p.prepaid = p.giveUp(i, urgently) || p.prepaid
+				break
+			}
+		}
 		return
 	}
 	p.prepaid = false
@@ -284,9 +293,9 @@ func urgentWithin(t Timing) time.Duration {
 	return (t.RenewDeadline - t.RetryPeriod) / 2
 }
 
-// maxUrgentInFlight bounds the renewals in flight of an urgent leader, and
-// so of any leader (lead's results are that many).
-const maxUrgentInFlight = 2 * maxRenewalsInFlight
+// maxExtraInFlight bounds the renewals an urgent leader has in flight
+// beside the pace's (lead's results hold both).
+const maxExtraInFlight = maxRenewalsInFlight
 
 // urgentPace is how often an urgent leader sends a renewal.
 func urgentPace(t Timing) time.Duration { return max(t.RetryPeriod/4, time.Millisecond) }
@@ -352,11 +361,12 @@ type pipeline struct {
 	sent    []time.Time          // send times of the renewals in flight, oldest first
 	cancels []context.CancelFunc // theirs, nil for the one on the leading goroutine
 	latency time.Duration
-	// lastAnswer: when the last answer came (a given-up renewal's cancel
-	// is none); givenUpAt: the renewals given up, counted in sent until
-	// their answers come, and what replaces each.
-	lastAnswer time.Time
-	givenUpAt  map[time.Time]replacement
+	// lastAnswer: when the last answer to a renewal of the pace came (a
+	// given-up renewal's cancel is none), lastHeard to any; givenUpAt:
+	// the renewals given up, counted in sent until their answers come,
+	// and what replaces each.
+	lastAnswer, lastHeard time.Time
+	givenUpAt             map[time.Time]replacement
 	// successes: the last ones (their latency and when answered),
 	// answered of them in all.
 	successes [8]success
@@ -367,11 +377,11 @@ type pipeline struct {
 	extraAt map[time.Time]bool
 }
 
-// giveUpOldest cancels the oldest renewal in flight not given up yet; a
-// fresh one replaces it.
+// giveUpOldest cancels the oldest renewal in flight the pace sent not
+// given up yet; a fresh one replaces it.
 func (p *pipeline) giveUpOldest() {
 	for i := range p.sent {
-		if p.giveUp(i, byPace) {
+		if !p.extraAt[p.sent[i]] && p.giveUp(i, byPace) {
 			return
 		}
 	}
@@ -431,12 +441,11 @@ func (p *pipeline) supersede(sent time.Time) {
 // up (2L + retryPeriod above 3/4 of the renew deadline).
 //
 // Renewals an urgent leader sent beside the pace (renewUrgently) are not
-// counted, but for the bound of all in flight (maxUrgentInFlight): they
-// leave the pace as it was.
+// counted.
 func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
 	n, oldest := p.paced()
 	switch {
-	case len(p.sent) >= maxUrgentInFlight || n >= maxRenewalsInFlight:
+	case n >= maxRenewalsInFlight:
 		return false
 	case n == 0:
 		return true
@@ -447,7 +456,7 @@ func (p *pipeline) shouldSend(now time.Time, t Timing) bool {
 // room reports whether the pace may send one more beside those in flight.
 func (p *pipeline) room() bool {
 	n, _ := p.paced()
-	return n < maxRenewalsInFlight && len(p.sent) < maxUrgentInFlight
+	return n < maxRenewalsInFlight
 }
 
 // paced counts the renewals in flight the pace sent, and says when the
@@ -497,13 +506,16 @@ func pipelineAfter(t Timing) time.Duration {
 }
 
 func (p *pipeline) done(r renewal, now time.Time) {
+	if !p.extraAt[r.sent] {
+		p.lastAnswer = now
+	}
+	p.lastHeard = now
 	p.forget(r.sent)
 	if r.err == nil {
 		p.latency = now.Sub(r.sent)
 		p.successes[p.answered%len(p.successes)] = success{now, p.latency}
 		p.answered++
 	}
-	p.lastAnswer = now
 }
 
 type success struct {
