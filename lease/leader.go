@@ -170,8 +170,8 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 	// server again (a load balancer picks per connection): then
 	// the next round comes as soon as the pace allows.
 	redialed := false
-	if len(p.sent) > 0 && now.Sub(p.sent[0]) >= inlineCut(e.timing) {
-		n, next := e.api.redial.closeSilent(p.sent[0], now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
+	if n, oldest := p.paced(); n > 0 && now.Sub(oldest) >= inlineCut(e.timing) {
+		n, next := e.api.redial.closeSilent(oldest, now, e.timing.RetryPeriod, "lease "+e.key.String()+": renewal unanswered")
 		redialed = n > 0
 		if !next.IsZero() && next.Before(now.Add(e.timing.RetryPeriod)) {
 			renew.Reset(next.Sub(now))
@@ -425,14 +425,17 @@ func (p *pipeline) givenUp(r renewal) (givenUp bool, replace replacement) {
 	return givenUp, replace
 }
 
-// supersede gives up the renewals in flight sent before sent, whose
-// success was just answered: answered too, they would give less validity
-// (it counts from the send), and unanswered after a younger one they have
-// likely hung (behind an etcd member lost), holding places of the
-// pipeline. None replaces them.
+// supersede gives up the extra renewals (renewUrgently) in flight sent
+// before sent, whose success was just answered: answered too, they would
+// give less validity (it counts from the send), and unanswered after a
+// younger one they have likely hung (behind an etcd member lost), holding
+// places for extras. None replaces them. The pace's own are left to its
+// rules.
 func (p *pipeline) supersede(sent time.Time) {
 	for i := 0; i < len(p.sent) && p.sent[i].Before(sent); i++ {
-		p.giveUp(i, none)
+		if p.extraAt[p.sent[i]] {
+			p.giveUp(i, none)
+		}
 	}
 }
 
@@ -505,15 +508,21 @@ func pipelineAfter(t Timing) time.Duration {
 	return (3*t.RenewDeadline/4 - t.RetryPeriod) / 2
 }
 
+// done takes r's answer. The pace's rules see only the answers to its own
+// renewals (lastAnswer, latency); renewUrgently sees all (lastHeard,
+// successes).
 func (p *pipeline) done(r renewal, now time.Time) {
-	if !p.extraAt[r.sent] {
+	paced := !p.extraAt[r.sent]
+	if paced {
 		p.lastAnswer = now
 	}
 	p.lastHeard = now
 	p.forget(r.sent)
 	if r.err == nil {
-		p.latency = now.Sub(r.sent)
-		p.successes[p.answered%len(p.successes)] = success{now, p.latency}
+		if paced {
+			p.latency = now.Sub(r.sent)
+		}
+		p.successes[p.answered%len(p.successes)] = success{now, now.Sub(r.sent)}
 		p.answered++
 	}
 }
