@@ -30,8 +30,9 @@ import (
 // maxRenewalsInFlight), which holds leadership while L + retryPeriod <
 // renewDeadline. Only then, so that an API server slow from overload is not
 // sent more. A leader left with little validity, because its renewals
-// hang (an etcd leader lost), sends more beside the pace (renewUrgently). This needs
-// renewals that do not depend on each other's answers: see renewPatch.
+// hang (an etcd leader lost), sends more beside the pace (renewUrgently).
+// This needs renewals that do not depend on each other's answers: see
+// renewPatch.
 //
 // While answers come fast, a renewal goes out on this goroutine
 // (renewInline): on a worker it cost two more goroutine wake-ups, and at
