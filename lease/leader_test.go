@@ -865,11 +865,7 @@ func TestASlowServerThatKeepsUpIsSentOneRenewalAtATime(t *testing.T) {
 	leases := &countedDelay{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
 	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
 	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
-	leases.delay.Store(int64(800 * time.Millisecond))
-	from, slow := statsOf(e.stats).Election.Renewals, time.Now()
-	eventually(t, 10*time.Second, "a renew deadline of answers late", func() bool {
-		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+2 && time.Since(slow) >= 3*time.Second+800*time.Millisecond
-	})
+	slowDown(t, e, &leases.delayedPatches, 800*time.Millisecond)
 	leases.maxSeen.Store(leases.inFlight.Load())
 	at := time.Now()
 	eventually(t, 30*time.Second, "three lease durations", func() bool { return e.Ended() || time.Since(at) >= 12*time.Second })
@@ -879,6 +875,17 @@ func TestASlowServerThatKeepsUpIsSentOneRenewalAtATime(t *testing.T) {
 	if n := leases.maxSeen.Load(); n > 1 {
 		t.Fatalf("%d renewals in flight at once; want 1", n)
 	}
+}
+
+// slowDown makes d the latency of every renewal of e's, and waits until
+// its slow answers are all e saw for a renew deadline (4/3/0.5 timing).
+func slowDown(t *testing.T, e *Election, leases *delayedPatches, d time.Duration) {
+	t.Helper()
+	leases.delay.Store(int64(d))
+	from, slow := statsOf(e.stats).Election.Renewals, time.Now()
+	eventually(t, 10*time.Second, "a renew deadline of answers late", func() bool {
+		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+2 && time.Since(slow) >= 3*time.Second+d
+	})
 }
 
 // slowThenOneHangs answers every renewal (PATCH) after delay; once armed,
@@ -904,11 +911,7 @@ func TestASlowServersHungRenewalIsFollowedAtThePace(t *testing.T) {
 	leases := &slowThenOneHangs{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
 	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
 	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
-	leases.delay.Store(int64(800 * time.Millisecond))
-	from, slow := statsOf(e.stats).Election.Renewals, time.Now()
-	eventually(t, 10*time.Second, "a renew deadline of answers late", func() bool {
-		return e.Ended() || statsOf(e.stats).Election.Renewals >= from+2 && time.Since(slow) >= 3*time.Second+800*time.Millisecond
-	})
+	slowDown(t, e, &leases.delayedPatches, 800*time.Millisecond)
 	leases.armed.Store(true)
 	at := time.Now()
 	eventually(t, 20*time.Second, "a lease duration after the hang", func() bool { return e.Ended() || time.Since(at) >= 4*time.Second })
