@@ -475,7 +475,26 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 		id, pid := []string{"client-go-0", "client-go-1"}[i], i+3
 		wg.Go(func() {
 			for time.Now().Before(end) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				// A client-go leader's term ends when the context of
+				// OnStartedLeading ends; client-go writes the release after
+				// that. A deadline on the whole run could end a term in the
+				// middle of the callback's work (the callback then logged its
+				// release after the next leader's election), so only a
+				// candidacy that has not won yet is given up after 3 s, and a
+				// term ends by the callback's own cancel, after its Released
+				// (it holds for less than the renew deadline, so client-go's
+				// renewals do not fail in it).
+				ctx, cancel := context.WithCancel(context.Background())
+				var mu sync.Mutex
+				won, gaveUp := false, false
+				giveUp := time.AfterFunc(3*time.Second, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if !won {
+						gaveUp = true
+						cancel()
+					}
+				})
 				lock := &resourcelock.LeaseLock{LeaseMeta: metav1ObjectMeta(name), Client: client.CoordinationV1(),
 					LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
 				leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
@@ -483,6 +502,12 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 					RenewDeadline: fastTiming.RenewDeadline, RetryPeriod: fastTiming.RetryPeriod,
 					Callbacks: leaderelection.LeaderCallbacks{
 						OnStartedLeading: func(ctx context.Context) {
+							mu.Lock()
+							won = !gaveUp
+							mu.Unlock()
+							if !won {
+								return // given up as it won: client-go releases
+							}
 							// client-go does not hand out the token: read it
 							// (not through the lock, which its elector uses
 							// concurrently and is not safe for that).
@@ -493,13 +518,17 @@ func TestMixedChurnWithClientGoNoOverlap(t *testing.T) {
 							}
 							token := int64(*l.Spec.LeaseTransitions)
 							log.add(pid, history.Elected, token)
-							time.Sleep(time.Duration(20+rand.IntN(150)) * time.Millisecond)
+							select {
+							case <-time.After(time.Duration(20+rand.IntN(150)) * time.Millisecond):
+							case <-ctx.Done(): // client-go stopped leading: stop acting
+							}
 							log.add(pid, history.Released, token)
 							cancel() // step down: client-go releases after this
 						},
 						OnStoppedLeading: func() {},
 					},
 				})
+				giveUp.Stop()
 				cancel()
 			}
 		})
