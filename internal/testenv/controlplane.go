@@ -394,25 +394,38 @@ func (s *Server) EtcdLeader() (int, error) {
 		return 0, nil
 	}
 	var errs []error
-	for i, m := range s.Topology.Etcd {
-		// The gRPC gateway's JSON: uint64s as strings.
-		var st struct {
-			Header struct {
-				MemberID string `json:"member_id"`
-			}
-			Leader string
-		}
+	for i := range s.Topology.Etcd {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := etcdCall(ctx, http.MethodPost, m.ClientURL+"/v3/maintenance/status", &st)
+		leads, err := s.EtcdMemberLeads(ctx, i)
 		cancel()
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
-		case st.Header.MemberID != "" && st.Header.MemberID == st.Leader:
+			errs = append(errs, err)
+		case leads:
 			return i, nil
 		}
 	}
 	return -1, fmt.Errorf("no etcd member says it leads: %w", errors.Join(errs...))
+}
+
+// EtcdMemberLeads asks etcd member i whether it leads (a member that does
+// not says which one it follows, if any: not asked here).
+func (s *Server) EtcdMemberLeads(ctx context.Context, i int) (bool, error) {
+	if s.Topology == nil || i < 0 || i >= len(s.Topology.Etcd) {
+		return false, fmt.Errorf("no etcd member %d on this bed", i)
+	}
+	m := s.Topology.Etcd[i]
+	// The gRPC gateway's JSON: uint64s as strings.
+	var st struct {
+		Header struct {
+			MemberID string `json:"member_id"`
+		}
+		Leader string
+	}
+	if err := etcdCall(ctx, http.MethodPost, m.ClientURL+"/v3/maintenance/status", &st); err != nil {
+		return false, fmt.Errorf("%s: %w", m.Name, err)
+	}
+	return st.Header.MemberID != "" && st.Header.MemberID == st.Leader, nil
 }
 
 // WaitEtcdLeader waits up to timeout for a member to lead (after a leader

@@ -3,6 +3,7 @@
 package fault
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -773,8 +774,13 @@ func TestHASoak(t *testing.T) {
 		case 3, 4, 5, 6: // an etcd member or an API server frozen or killed, then thawed or started again
 			var p testenv.Proc
 			kind, apiserver := "apiserver", noAPIServer
+			var election func() etcdElection
 			if n < 5 {
-				p, kind = bed.EtcdMember(rng.Intn(3)), "etcd"
+				k := rng.Intn(3)
+				p, kind = bed.EtcdMember(k), "etcd"
+				if leader, err := bed.EtcdLeader(); err == nil && leader == k {
+					election = watchEtcdElection(bed, k) // the stall this fault causes
+				}
 			} else {
 				apiserver = rng.Intn(2)
 				p = bed.APIServer(apiserver)
@@ -788,6 +794,9 @@ func TestHASoak(t *testing.T) {
 				}
 			}
 			done(kind+map[bool]string{false: "-freeze", true: "-kill"}[kill], start, apiserver)
+			if election != nil {
+				faults[len(faults)-1].election = election()
+			}
 		case 7:
 			done("quiet", history.Now())
 		case 8: // every API server restarted in turn, gracefully (SIGTERM), as an upgrade does
@@ -865,13 +874,30 @@ func TestHASoak(t *testing.T) {
 		figure(t, "soak-spurious", "during", k, "ours", sum.spurious[k][0], "client_go", sum.spurious[k][1])
 	}
 	for _, tr := range r.Terms { // why each of ours was lost, and what its process logged
-		if tr.End == history.Open || tr.EndKind != history.Lost || clientGoPIDs[tr.PID] || sum.pinnedLoss[[2]int64{int64(tr.PID), tr.Token}] {
+		if tr.End == history.Open || tr.EndKind != history.Lost || clientGoPIDs[tr.PID] || sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] {
 			continue
 		}
 		p := s.byPID(tr.PID)
 		logged := p.stderr.String()
 		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v: %s; its last log lines:\n%s", p.id, tr.PID, tr.Token,
 			time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), tr.Reason, logged[max(0, len(logged)-3000):])
+	}
+	for _, k := range slices.Sorted(maps.Keys(sum.elections)) {
+		d := sum.elections[k]
+		figure(t, "soak-etcd-election", "after", k, "n", len(d), "p50", quantile(d, 0.5), "max", slices.Max(d),
+			"lost_ours", sum.etcdLeaderless[k][0], "lost_client_go", sum.etcdLeaderless[k][1])
+	}
+	for _, tr := range r.Terms { // the terms that ended while etcd had no leader, and how long it had none
+		if tr.End == history.Open || tr.EndKind != history.Lost || !sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] {
+			continue
+		}
+		for _, f := range faults {
+			if e := f.election; e.noLeader != 0 && f.start <= tr.End && tr.End <= e.noLeader {
+				t.Logf("lost while etcd had no leader: pid %d (token %d, client-go %v) ended %v after the %s, etcd still had none %v after it, and one %v after it",
+					tr.PID, tr.Token, clientGoPIDs[tr.PID], time.Duration(tr.End-f.start).Round(time.Millisecond), f.kind,
+					time.Duration(e.noLeader-f.start).Round(time.Millisecond), time.Duration(e.leader-f.start).Round(time.Millisecond))
+			}
+		}
 	}
 	figure(t, "soak", append(kv, "faults", len(faults), "leaderships", len(r.Terms), "client_go_leaderships", sum.clientGoTerms,
 		"leader_changes", r.LeaderChanges(), "longest_leaderless", sum.longest,
@@ -897,8 +923,8 @@ func TestHASoak(t *testing.T) {
 // during them, then all together.
 func (sum soakSummary) table(count map[string]int, minutes int) string {
 	var b strings.Builder
-	b.WriteString("| fault | injected | leaderless intervals after it | leaderless p50 | leaderless max | spurious losses, ours | spurious losses, client-go | lost straight at the faulted API server, ours / client-go |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| fault | injected | leaderless intervals after it | leaderless p50 | leaderless max | spurious losses, ours | spurious losses, client-go | lost straight at the faulted API server, ours / client-go | etcd's leader stopped: etcd without a leader, p50 / max | lost while etcd had no leader, ours / client-go |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	kinds := map[string]bool{}
 	for k := range count {
 		kinds[k] = true
@@ -912,9 +938,18 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 	for k := range sum.pinned {
 		kinds[k] = true
 	}
+	for k := range sum.etcdLeaderless {
+		kinds[k] = true
+	}
 	seconds := func(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
-	var all []time.Duration
-	var pinned [2]int
+	var all, allElections []time.Duration
+	var pinned, etcdLeaderless [2]int
+	stalls := func(d []time.Duration) string {
+		if len(d) == 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%s / %s (%d)", seconds(quantile(d, 0.5)), seconds(slices.Max(d)), len(d))
+	}
 	for _, k := range slices.Sorted(maps.Keys(kinds)) {
 		d := sum.leaderless[k]
 		all = append(all, d...)
@@ -926,9 +961,13 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 		if k == "none" {
 			injected = "–"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d | %d / %d |\n", k, injected, len(d), p50, most, sum.spurious[k][0], sum.spurious[k][1], sum.pinned[k][0], sum.pinned[k][1])
-		pinned[0] += sum.pinned[k][0]
-		pinned[1] += sum.pinned[k][1]
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d | %d / %d | %s | %d / %d |\n", k, injected, len(d), p50, most, sum.spurious[k][0], sum.spurious[k][1],
+			sum.pinned[k][0], sum.pinned[k][1], stalls(sum.elections[k]), sum.etcdLeaderless[k][0], sum.etcdLeaderless[k][1])
+		allElections = append(allElections, sum.elections[k]...)
+		for i := range 2 {
+			pinned[i] += sum.pinned[k][i]
+			etcdLeaderless[i] += sum.etcdLeaderless[k][i]
+		}
 	}
 	faults := 0
 	for _, n := range count {
@@ -939,7 +978,8 @@ func (sum soakSummary) table(count map[string]int, minutes int) string {
 		p50, most = seconds(quantile(all, 0.5)), seconds(slices.Max(all))
 	}
 	perHour := func(n int) string { return fmt.Sprintf("%d (%.1f an hour)", n, float64(n)*60/float64(minutes)) }
-	fmt.Fprintf(&b, "| all | %d | %d | %s | %s | %s | %s | %d / %d |\n", faults, len(all), p50, most, perHour(sum.spuriousOurs), perHour(sum.spuriousClientGo), pinned[0], pinned[1])
+	fmt.Fprintf(&b, "| all | %d | %d | %s | %s | %s | %s | %d / %d | %s | %d / %d |\n", faults, len(all), p50, most, perHour(sum.spuriousOurs), perHour(sum.spuriousClientGo),
+		pinned[0], pinned[1], stalls(allElections), etcdLeaderless[0], etcdLeaderless[1])
 	return b.String()
 }
 
@@ -986,6 +1026,50 @@ type soakFault struct {
 	kind       string
 	start, end int64
 	apiserver  int // the API server it made unreachable, allAPIServers or noAPIServer
+	// election: when etcd had a leader again, if the fault froze or
+	// killed its leader; zero otherwise.
+	election etcdElection
+}
+
+// etcdElection brackets the instant etcd elected a leader after its
+// leader stopped (history's clock): it had none at noLeader (the last
+// round of asking in which every member still running answered, and none
+// led), and had one at leader.
+type etcdElection struct{ noLeader, leader int64 }
+
+// watchEtcdElection asks the etcd members other than stopped, every 20 ms
+// from now, whether they lead, until one does or 30 s have passed; the
+// function returned waits for the answer (zero if no member led).
+func watchEtcdElection(bed *testenv.Server, stopped int) func() etcdElection {
+	ch := make(chan etcdElection, 1)
+	go func() {
+		var e etcdElection
+		defer func() { ch <- e }()
+		for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+			asked, answered, led := history.Now(), 0, false
+			for i := range bed.EtcdMembers() {
+				if i == stopped {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				leads, err := bed.EtcdMemberLeads(ctx, i)
+				cancel()
+				if err == nil {
+					answered++
+					led = led || leads
+				}
+			}
+			switch {
+			case led:
+				e.leader = history.Now()
+				return
+			case answered == bed.EtcdMembers()-1:
+				e.noLeader = asked
+			}
+		}
+		e = etcdElection{}
+	}()
+	return func() etcdElection { return <-ch }
 }
 
 const (
@@ -1009,9 +1093,20 @@ type soakSummary struct {
 	// server (no load balancer) while a fault made that one unreachable,
 	// by fault, [ours, client-go]: nothing can keep those (a replica
 	// reaches the API servers through a Service), so they are not
-	// spurious; pinnedLoss marks their pids.
-	pinned        map[string][2]int
-	pinnedLoss    map[[2]int64]bool // by pid and token
+	// spurious.
+	pinned map[string][2]int
+	// etcdLeaderless: terms that ended while etcd still had no leader
+	// (its leader frozen or killed), by fault, [ours, client-go]: without
+	// a leader etcd commits no write, so no renewal could have kept them;
+	// not spurious either. A term ends at its deadline or after it, so
+	// one that ended before etcd's last instant without a leader had its
+	// deadline in the stall.
+	etcdLeaderless map[string][2]int
+	notSpurious    map[[2]int64]bool // pinned or etcdLeaderless, by pid and token
+	// elections: how long etcd had no leader after each fault that froze
+	// or killed its leader (up to the first answer that named one), by
+	// fault.
+	elections     map[string][]time.Duration
 	clientGoTerms int
 }
 
@@ -1019,7 +1114,13 @@ type soakSummary struct {
 // spurious losses to the faults; window is how long after its end a fault
 // is still blamed (a lease duration and a renew deadline).
 func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, pinned map[int]int, window time.Duration) soakSummary {
-	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}, pinned: map[string][2]int{}, pinnedLoss: map[[2]int64]bool{}}
+	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}, pinned: map[string][2]int{},
+		etcdLeaderless: map[string][2]int{}, notSpurious: map[[2]int64]bool{}, elections: map[string][]time.Duration{}}
+	for _, f := range faults {
+		if f.election.leader != 0 {
+			sum.elections[f.kind] = append(sum.elections[f.kind], time.Duration(f.election.leader-f.start))
+		}
+	}
 	blamed := func(at int64) soakFault {
 		for i := len(faults) - 1; i >= 0; i-- {
 			if f := faults[i]; f.kind != "quiet" && f.start <= at {
@@ -1044,7 +1145,12 @@ func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, 
 				c := sum.pinned[k]
 				c[impl]++
 				sum.pinned[k] = c
-				sum.pinnedLoss[[2]int64{int64(tr.PID), tr.Token}] = true
+				sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] = true
+			} else if f.election.noLeader != 0 && tr.End <= f.election.noLeader {
+				c := sum.etcdLeaderless[k]
+				c[impl]++
+				sum.etcdLeaderless[k] = c
+				sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] = true
 			} else {
 				c := sum.spurious[k]
 				c[impl]++
@@ -1074,4 +1180,52 @@ func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, 
 func quantile(d []time.Duration, q float64) time.Duration {
 	s := slices.Sorted(slices.Values(d))
 	return s[max(0, int(math.Ceil(q*float64(len(s))))-1)]
+}
+
+// The soak's judge of losses: a term that ended while etcd still had no
+// leader is not spurious (no write could have kept it); one that ended
+// after etcd's last instant without a leader is, as is one in a fault that
+// left etcd's leader alone; one straight at the API server a fault took
+// away is not.
+func TestSoakSummaryTellsLossesApart(t *testing.T) {
+	const s = int64(time.Second)
+	faults := []soakFault{
+		{kind: "etcd-freeze", start: 10 * s, end: 16 * s, apiserver: noAPIServer, election: etcdElection{noLeader: 12 * s, leader: 12*s + s/50}},
+		{kind: "etcd-freeze", start: 30 * s, end: 36 * s, apiserver: noAPIServer}, // a follower
+		{kind: "apiserver-freeze", start: 50 * s, end: 56 * s, apiserver: 0},
+	}
+	lost := func(pid int, token, start, end int64) history.Term {
+		return history.Term{PID: pid, Token: token, Start: start, End: end, EndKind: history.Lost}
+	}
+	r := history.Report{Terms: []history.Term{
+		lost(1, 1, 1*s, 12*s),        // at etcd's last instant without a leader: not spurious
+		lost(2, 2, 12*s, 12*s+s/100), // after it (a term begun in the stall is not the point): spurious
+		lost(3, 3, 13*s, 32*s),       // a follower frozen: spurious
+		lost(4, 4, 33*s, 52*s),       // straight at the frozen API server: pinned
+		lost(5, 5, 53*s, 54*s),       // client-go, through the load balancer: spurious
+		{PID: 1, Token: 6, Start: 55 * s, End: history.Open},
+	}}
+	sum := summarizeSoak(r, faults, map[int]bool{5: true}, map[int]int{4: 0}, 5*time.Second)
+	if got := sum.etcdLeaderless["etcd-freeze"]; got != [2]int{1, 0} {
+		t.Errorf("lost while etcd had no leader: %v, want [1 0]", got)
+	}
+	if got := sum.spurious["etcd-freeze"]; got != [2]int{2, 0} {
+		t.Errorf("spurious at etcd freezes: %v, want [2 0]", got)
+	}
+	if got := sum.pinned["apiserver-freeze"]; got != [2]int{1, 0} {
+		t.Errorf("pinned at API server freezes: %v, want [1 0]", got)
+	}
+	if sum.spuriousOurs != 2 || sum.spuriousClientGo != 1 {
+		t.Errorf("spurious: ours %d, client-go %d; want 2 and 1", sum.spuriousOurs, sum.spuriousClientGo)
+	}
+	if !sum.notSpurious[[2]int64{1, 1}] || !sum.notSpurious[[2]int64{4, 4}] || sum.notSpurious[[2]int64{2, 2}] {
+		t.Errorf("not spurious: %v, want pid 1 and 4 only", sum.notSpurious)
+	}
+	if d := sum.elections["etcd-freeze"]; len(d) != 1 || d[0] != 2*time.Second+time.Second/50 {
+		t.Errorf("etcd without a leader: %v, want [2.02s]", d)
+	}
+	table := sum.table(map[string]int{"etcd-freeze": 2, "apiserver-freeze": 1}, 60)
+	if !strings.Contains(table, "| etcd-freeze | 2 |") || !strings.Contains(table, "| 2.02 s / 2.02 s (1) | 1 / 0 |") {
+		t.Errorf("the table does not show the election and the loss it caused:\n%s", table)
+	}
 }
