@@ -879,8 +879,13 @@ func TestHASoak(t *testing.T) {
 		}
 		p := s.byPID(tr.PID)
 		logged := p.stderr.String()
-		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v: %s; its last log lines:\n%s", p.id, tr.PID, tr.Token,
-			time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), tr.Reason, logged[max(0, len(logged)-3000):])
+		f := sum.lostIn[[2]int64{int64(tr.PID), tr.Token}]
+		in := fmt.Sprintf("%s, %v after it began", f.kind, time.Duration(tr.End-f.start).Round(time.Millisecond))
+		if e := f.election; e.leader != 0 {
+			in += fmt.Sprintf(" (it stopped etcd's leader; etcd had one again %v after it began)", time.Duration(e.leader-f.start).Round(time.Millisecond))
+		}
+		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v, in %s: %s; its process's last log lines (at the end of the soak):\n%s", p.id, tr.PID, tr.Token,
+			time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), in, tr.Reason, logged[max(0, len(logged)-3000):])
 	}
 	for _, k := range slices.Sorted(maps.Keys(sum.elections)) {
 		d := sum.elections[k]
@@ -1103,6 +1108,8 @@ type soakSummary struct {
 	// deadline in the stall.
 	etcdLeaderless map[string][2]int
 	notSpurious    map[[2]int64]bool // pinned or etcdLeaderless, by pid and token
+	// lostIn: the fault each lost term is counted against, by pid and token.
+	lostIn map[[2]int64]soakFault
 	// elections: how long etcd had no leader after each fault that froze
 	// or killed its leader (up to the first answer that named one), by
 	// fault.
@@ -1115,7 +1122,7 @@ type soakSummary struct {
 // is still blamed (a lease duration and a renew deadline).
 func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, pinned map[int]int, window time.Duration) soakSummary {
 	sum := soakSummary{leaderless: map[string][]time.Duration{}, spurious: map[string][2]int{}, pinned: map[string][2]int{},
-		etcdLeaderless: map[string][2]int{}, notSpurious: map[[2]int64]bool{}, elections: map[string][]time.Duration{}}
+		etcdLeaderless: map[string][2]int{}, notSpurious: map[[2]int64]bool{}, elections: map[string][]time.Duration{}, lostIn: map[[2]int64]soakFault{}}
 	for _, f := range faults {
 		if f.election.leader != 0 {
 			sum.elections[f.kind] = append(sum.elections[f.kind], time.Duration(f.election.leader-f.start))
@@ -1140,6 +1147,7 @@ func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, 
 		if tr.End != history.Open && tr.EndKind == history.Lost {
 			f := blamed(tr.End)
 			k := f.kind
+			sum.lostIn[[2]int64{int64(tr.PID), tr.Token}] = f
 			impl := map[bool]int{false: 0, true: 1}[clientGo[tr.PID]]
 			if on, ok := pinned[tr.PID]; ok && (f.apiserver == on || f.apiserver == allAPIServers) {
 				c := sum.pinned[k]
@@ -1220,6 +1228,9 @@ func TestSoakSummaryTellsLossesApart(t *testing.T) {
 	}
 	if !sum.notSpurious[[2]int64{1, 1}] || !sum.notSpurious[[2]int64{4, 4}] || sum.notSpurious[[2]int64{2, 2}] {
 		t.Errorf("not spurious: %v, want pid 1 and 4 only", sum.notSpurious)
+	}
+	if f := sum.lostIn[[2]int64{3, 3}]; f.kind != "etcd-freeze" || f.start != 30*s {
+		t.Errorf("pid 3's loss counted against %+v, want the follower's freeze at 30 s", f)
 	}
 	if d := sum.elections["etcd-freeze"]; len(d) != 1 || d[0] != 2*time.Second+time.Second/50 {
 		t.Errorf("etcd without a leader: %v, want [2.02s]", d)
