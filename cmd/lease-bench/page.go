@@ -169,8 +169,14 @@ var pageSections = []pageSection{
 		"neither killed, stopped past its lease, nor terminated: a leadership change the control " +
 		"plane caused; a loss of a candidate that goes straight at one API server (no load balancer) " +
 		"while a fault made that API server unreachable (frozen, killed, restarted, flooded) is counted " +
-		"apart, in the last column: nothing can keep such a term, and a replica reaches the API servers " +
-		"through a Service."},
+		"apart (\"lost straight at the faulted API server\"): nothing can keep such a term, and a replica " +
+		"reaches the API servers through a Service. When a fault freezes or kills the member that leads " +
+		"etcd, the soak asks the other members every 20 ms whether one leads, and the table shows how " +
+		"long etcd was without a leader (to the first answer that named one; p50 / max and how many such " +
+		"faults). A term that ended before the last instant at which etcd was known to have no leader " +
+		"(every member still running answered, and none led) is counted apart too (\"lost while etcd had " +
+		"no leader\"): without a leader etcd commits no write, so no renewal could have kept it, whichever " +
+		"library sent it; a term ends at its deadline or after it, so its deadline fell in the stall."},
 	{name: "rolling", title: "Rolling update", read: "" +
 		"Three replicas r0, r1, r2 (r0 leads first) at 5/4/1 s, updated as a StatefulSet does, from " +
 		"the highest ordinal down: stop the replica gracefully and wait for it to end (ours: " +
