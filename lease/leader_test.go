@@ -804,10 +804,15 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 }
 
 // countedDelay answers every renewal (PATCH) after delay, counting those
-// in flight.
+// in flight; youngestOldest is the least age, since it arrived, of the
+// oldest renewal in flight when another arrived beside it (0: none did).
 type countedDelay struct {
 	delayedPatches
 	inFlight, maxSeen atomic.Int32
+
+	mu             sync.Mutex
+	arrived        []time.Time // of those in flight
+	youngestOldest time.Duration
 }
 
 func (c *countedDelay) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
@@ -815,6 +820,20 @@ func (c *countedDelay) Patch(ctx context.Context, name string, pt types.PatchTyp
 	defer c.inFlight.Add(-1)
 	for m := c.maxSeen.Load(); n > m && !c.maxSeen.CompareAndSwap(m, n); m = c.maxSeen.Load() {
 	}
+	now := time.Now()
+	c.mu.Lock()
+	if len(c.arrived) > 0 {
+		if age := now.Sub(slices.MinFunc(c.arrived, time.Time.Compare)); c.youngestOldest == 0 || age < c.youngestOldest {
+			c.youngestOldest = age
+		}
+	}
+	c.arrived = append(c.arrived, now)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.arrived = slices.DeleteFunc(c.arrived, now.Equal)
+		c.mu.Unlock()
+	}()
 	return c.delayedPatches.Patch(ctx, name, pt, data, opts, sub...)
 }
 
@@ -861,20 +880,36 @@ func TestNoRenewalWorkerIsLeftBlockedAfterTheTerm(t *testing.T) {
 // (0.8 s at 4/3/0.5: a renewal still in flight at a retry period's tick
 // makes the next one wait for the tick after, and leaves the leader little
 // validity), is sent one renewal at a time once its slow answers are all
-// it gave for a renew deadline: nothing hangs, so nothing is sent beside.
+// it gave for a renew deadline: nothing hangs, so nothing is sent beside a
+// renewal not yet late. A renewal the machine delays past the 0.875 s
+// after which the pace sends one beside it (pipelineAfter) is late, and
+// may have one beside it: a busy machine (CI, under -race) delays some
+// by 75 ms, so the test asks only that none was sent beside a renewal
+// younger than its own answer time, less a margin for the delay between a
+// send and its arrival here.
 func TestASlowServerThatKeepsUpIsSentOneRenewalAtATime(t *testing.T) {
 	leases := &countedDelay{delayedPatches: delayedPatches{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns")}}
-	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+	timing := Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	e := startLeading(t, leases, timing, clock.RealClock{})
 	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
-	slowDown(t, e, &leases.delayedPatches, 800*time.Millisecond)
-	leases.maxSeen.Store(leases.inFlight.Load())
+	const latency = 800 * time.Millisecond
+	slowDown(t, e, &leases.delayedPatches, latency)
+	leases.mu.Lock()
+	leases.youngestOldest = 0
+	leases.mu.Unlock()
 	at := time.Now()
 	eventually(t, 30*time.Second, "three lease durations", func() bool { return e.Ended() || time.Since(at) >= 12*time.Second })
 	if e.Ended() {
 		t.Fatalf("the leader lost its lease: %v", e.endReason())
 	}
-	if n := leases.maxSeen.Load(); n > 1 {
-		t.Fatalf("%d renewals in flight at once; want 1", n)
+	leases.mu.Lock()
+	age := leases.youngestOldest
+	leases.mu.Unlock()
+	if age != 0 && age < latency-100*time.Millisecond {
+		t.Fatalf("a renewal was sent beside one in flight for %v, which the server answers in %v: nothing was late", age, latency)
+	}
+	if age != 0 {
+		t.Logf("a renewal was sent beside one in flight for %v (the machine delayed it past %v): allowed", age, pipelineAfter(timing))
 	}
 }
 
