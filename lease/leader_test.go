@@ -808,7 +808,7 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 // oldest renewal in flight when another arrived beside it (0: none did).
 type countedDelay struct {
 	delayedPatches
-	inFlight, maxSeen atomic.Int32
+	inFlight atomic.Int32
 
 	mu             sync.Mutex
 	arrived        []time.Time // of those in flight
@@ -816,10 +816,8 @@ type countedDelay struct {
 }
 
 func (c *countedDelay) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
-	n := c.inFlight.Add(1)
+	c.inFlight.Add(1)
 	defer c.inFlight.Add(-1)
-	for m := c.maxSeen.Load(); n > m && !c.maxSeen.CompareAndSwap(m, n); m = c.maxSeen.Load() {
-	}
 	now := time.Now()
 	c.mu.Lock()
 	if len(c.arrived) > 0 {

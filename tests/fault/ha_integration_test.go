@@ -893,15 +893,14 @@ func TestHASoak(t *testing.T) {
 			"lost_ours", sum.etcdLeaderless[k][0], "lost_client_go", sum.etcdLeaderless[k][1])
 	}
 	for _, tr := range r.Terms { // the terms that ended while etcd had no leader, and how long it had none
-		if tr.End == history.Open || tr.EndKind != history.Lost || !sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] {
+		if tr.End == history.Open || tr.EndKind != history.Lost {
 			continue
 		}
-		for _, f := range faults {
-			if e := f.election; e.noLeader != 0 && f.start <= tr.End && tr.End <= e.noLeader {
-				t.Logf("lost while etcd had no leader: pid %d (token %d, client-go %v) ended %v after the %s, etcd still had none %v after it, and one %v after it",
-					tr.PID, tr.Token, clientGoPIDs[tr.PID], time.Duration(tr.End-f.start).Round(time.Millisecond), f.kind,
-					time.Duration(e.noLeader-f.start).Round(time.Millisecond), time.Duration(e.leader-f.start).Round(time.Millisecond))
-			}
+		if f := sum.lostIn[[2]int64{int64(tr.PID), tr.Token}]; f.leaderlessAt(tr.End) {
+			e := f.election
+			t.Logf("lost while etcd had no leader: pid %d (token %d, client-go %v) ended %v after the %s, etcd still had none %v after it, and one %v after it",
+				tr.PID, tr.Token, clientGoPIDs[tr.PID], time.Duration(tr.End-f.start).Round(time.Millisecond), f.kind,
+				time.Duration(e.noLeader-f.start).Round(time.Millisecond), time.Duration(e.leader-f.start).Round(time.Millisecond))
 		}
 	}
 	figure(t, "soak", append(kv, "faults", len(faults), "leaderships", len(r.Terms), "client_go_leaderships", sum.clientGoTerms,
@@ -1042,6 +1041,12 @@ type soakFault struct {
 // led), and had one at leader.
 type etcdElection struct{ noLeader, leader int64 }
 
+// leaderlessAt reports whether etcd was known to have no leader still at
+// at, because f stopped its leader.
+func (f soakFault) leaderlessAt(at int64) bool {
+	return f.election.noLeader != 0 && at <= f.election.noLeader
+}
+
 // watchEtcdElection asks the etcd members other than stopped, every 20 ms
 // from now, whether they lead, until one does or 30 s have passed; the
 // function returned waits for the answer (zero if no member led).
@@ -1154,7 +1159,7 @@ func summarizeSoak(r history.Report, faults []soakFault, clientGo map[int]bool, 
 				c[impl]++
 				sum.pinned[k] = c
 				sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] = true
-			} else if f.election.noLeader != 0 && tr.End <= f.election.noLeader {
+			} else if f.leaderlessAt(tr.End) {
 				c := sum.etcdLeaderless[k]
 				c[impl]++
 				sum.etcdLeaderless[k] = c
