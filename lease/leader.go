@@ -41,9 +41,11 @@ import (
 // on a worker, and renewals stay on workers, beside each other when slow
 // enough, until answers come fast again. The price: across that first
 // slow renewal, leadership holds while L < renewDeadline - retryPeriod -
-// inlineCut (7 s at 15/10/2), not L < renewDeadline - retryPeriod; once
-// on workers, while L + retryPeriod < renewDeadline, as before. Renewals
-// go out at the start of their slot (renewalSlot).
+// inlineCut, and while 2L < renewDeadline + hungAfter once it is urgent
+// (6.7 s at 15/10/2; 1.9 s is held at 4/3/0.5, 2 s is not: measured),
+// not L < renewDeadline - retryPeriod; once on workers, while L +
+// retryPeriod < renewDeadline, as before. Renewals go out at the start of
+// their slot (renewalSlot).
 func (e *Election) lead() error {
 	leading.Add(1)
 	defer leading.Add(-1)
@@ -252,7 +254,9 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 // requests (a half or a third: its etcd client takes the members in turn)
 // to the lost member, where they hang as well. At the pace, the one or two
 // renewals left before the deadline can all be among those; at urgentPace
-// four times as many go out, each as likely to be answered at once.
+// four times as many go out, each as likely to be answered at once. Those
+// hung hold their API server's seats, so those unanswered for hungAfter,
+// but the oldest, are given up (freeSeats).
 //
 // A server grown slow answers every renewal, late, oldest first; until
 // the first answer it looks like a stall. Once its slow successes are the
@@ -268,6 +272,7 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 	if now.Sub(youngest) < max(urgentPace(e.timing), 2*p.usual(now, e.timing.RenewDeadline)) || !p.lastHeard.Before(youngest) {
 		return
 	}
+	p.freeSeats(now, max(hungAfter(e.timing), 2*p.usual(now, e.timing.RenewDeadline)))
 	full := len(p.extraAt) >= maxExtraInFlight
 	if full && len(p.givenUpAt) > 0 || !p.prepaid && !urgentTries.AllowN(now, 1) {
 		return
@@ -286,6 +291,41 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 	p.prepaid = false
 	e.renewOnWorker(ctx, p, now, patch, results, true)
 }
+
+// freeSeats gives up every renewal in flight unanswered for `after` but
+// the oldest not given up; none replaces them (renewUrgently sends at its
+// pace). A request hung at a lost etcd member holds its API Priority and
+// Fairness seat until cancelled, and the leader-election level has few
+// (3 per API server on the HA bed): traced there, two hung renewals and
+// another client's request held all three while the fresh renewals queued
+// behind them until the term lapsed. The oldest is kept because a server
+// grown slow answers it first: given up, a sudden latency would cost the
+// term (see hungAfter).
+func (p *pipeline) freeSeats(now time.Time, after time.Duration) {
+	kept := false
+	for i := range p.sent {
+		if _, done := p.givenUpAt[p.sent[i]]; done {
+			continue
+		}
+		if kept && now.Sub(p.sent[i]) >= after {
+			p.giveUp(i, none)
+		}
+		kept = true
+	}
+}
+
+// hungAfter is how long an urgent leader leaves a renewal unanswered
+// before freeSeats gives it up: a third of the renew deadline (1 s at
+// 4/3/0.5). Against a latency L that sets in suddenly, the oldest renewal
+// kept is answered at L and the next kept was sent at most hungAfter
+// before that answer, so the term holds while 2L - hungAfter <
+// renewDeadline: 2 s at 4/3/0.5, where the pipeline without freeSeats
+// already lost the term (measured: a sudden 1.9 s is survived, 2 s is
+// not, with it and without); the later, the longer hung renewals hold
+// their seats. The one case it cannot save: the oldest hung, in the only
+// seat its flow has; it is indistinguishable from a latency the leader
+// must survive until the term is lost.
+func hungAfter(t Timing) time.Duration { return t.RenewDeadline / 3 }
 
 // urgentWithin is the validity left at which a leader turns urgent: half
 // of what one renewing every retry period keeps at least. Urgency alone

@@ -803,6 +803,84 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 	}
 }
 
+// seatedEtcdFreeze plays an API server whose leader-election priority
+// level (API Priority and Fairness) has three seats, the requests beyond
+// waiting their turn in order (one cancelled leaves the queue), in front
+// of an etcd whose leader froze once armed, as traced on the HA bed: every
+// write waits until another etcd leader is elected (stall), and some go to
+// the frozen member and hang until cancelled, holding their seat. Another
+// client's request hangs there too from the freeze on, holding a seat for
+// 6 s. Of ours, the first two seated after the freeze hang, then one in
+// three.
+type seatedEtcdFreeze struct {
+	coordclient.LeaseInterface
+	seats   chan struct{}
+	stall   time.Duration
+	armed   atomic.Bool
+	frozeAt atomic.Pointer[time.Time]
+	seated  atomic.Int32 // of ours, since the freeze
+	done    chan struct{}
+}
+
+func (f *seatedEtcdFreeze) Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (*coordinationv1.Lease, error) {
+	select {
+	case f.seats <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-f.seats }()
+	if at := f.frozeAt.Load(); at != nil {
+		if n := f.seated.Add(1); n <= 2 || n%3 == 0 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		select {
+		case <-time.After(time.Until(at.Add(f.stall))):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	l, err := f.LeaseInterface.Patch(ctx, name, pt, data, opts, sub...)
+	if now := time.Now(); err == nil && f.armed.Load() && f.frozeAt.CompareAndSwap(nil, &now) {
+		go func() {
+			f.seats <- struct{}{}
+			defer func() { <-f.seats }()
+			select {
+			case <-time.After(6 * time.Second):
+			case <-f.done:
+			}
+		}()
+	}
+	return l, err
+}
+
+// Renewals that hang at a frozen etcd member hold their API Priority and
+// Fairness seats until cancelled, and the fresh ones queue behind them: a
+// leader left with little validity gives up those unanswered for long
+// (all but the oldest, which a server grown slow answers first), and a
+// fresh one queued behind takes the seat. Without that, the two hung here
+// and another client's hold all three seats until the term has lapsed.
+// The stalls are the least and the most measured under the HA soak.
+func TestHungRenewalsLeaveTheirSeatsToFreshOnes(t *testing.T) {
+	for _, stall := range []time.Duration{1100 * time.Millisecond, 1800 * time.Millisecond} {
+		t.Run(stall.String(), func(t *testing.T) {
+			t.Parallel()
+			leases := &seatedEtcdFreeze{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), seats: make(chan struct{}, 3), stall: stall, done: make(chan struct{})}
+			t.Cleanup(func() { close(leases.done) })
+			e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
+			eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+			from := statsOf(e.stats).Election.Renewals
+			leases.armed.Store(true)
+			eventually(t, 10*time.Second, "renewals answered over the 6 s the other client holds its seat", func() bool {
+				return e.Ended() || statsOf(e.stats).Election.Renewals >= from+6 && leases.frozeAt.Load() != nil && time.Since(*leases.frozeAt.Load()) > 6*time.Second
+			})
+			if e.Ended() {
+				t.Fatalf("the leader lost its lease: %v", e.endReason())
+			}
+		})
+	}
+}
+
 // countedDelay answers every renewal (PATCH) after delay, counting those
 // in flight; youngestOldest is the least age, since it arrived, of the
 // oldest renewal in flight when another arrived beside it (0: none did).
