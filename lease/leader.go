@@ -299,8 +299,7 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 // (3 per API server on the HA bed): traced there, two hung renewals and
 // another client's request held all three while the fresh renewals queued
 // behind them until the term lapsed. The oldest is kept because a server
-// grown slow answers it first: given up, a sudden latency would cost the
-// term (see hungAfter).
+// grown slow answers it first (see hungAfter for what that costs).
 func (p *pipeline) freeSeats(now time.Time, after time.Duration) {
 	kept := false
 	for i := range p.sent {
@@ -314,17 +313,26 @@ func (p *pipeline) freeSeats(now time.Time, after time.Duration) {
 	}
 }
 
-// hungAfter is how long an urgent leader leaves a renewal unanswered
-// before freeSeats gives it up: a third of the renew deadline (1 s at
-// 4/3/0.5). Against a latency L that sets in suddenly, the oldest renewal
-// kept is answered at L and the next kept was sent at most hungAfter
-// before that answer, so the term holds while 2L - hungAfter <
-// renewDeadline: 2 s at 4/3/0.5, where the pipeline without freeSeats
-// already lost the term (measured: a sudden 1.9 s is survived, 2 s is
-// not, with it and without); the later, the longer hung renewals hold
-// their seats. The one case it cannot save: the oldest hung, in the only
-// seat its flow has; it is indistinguishable from a latency the leader
-// must survive until the term is lost.
+// hungAfter is how long an urgent leader whose renewals hang leaves one
+// unanswered before freeSeats gives it up (unless twice the usual latency
+// is longer): a third of the renew deadline, 1 s at 4/3/0.5 and 3.3 s at
+// 15/10/2. Nothing tells a renewal hung in a seat from one a slow server
+// will answer, so this trades one for the other:
+//   - The traced case: the second renewal in flight, hung, must be given
+//     up early enough for a fresh one to take its seat and be answered in
+//     time. A third of the deadline keeps the term in its model
+//     (TestHungRenewalsLeaveTheirSeatsToFreshOnes) with 0.12 s to spare
+//     at 4/3/0.5 and 0.49 s at 15/10/2; two retry periods (4 s there)
+//     lose it at 15/10/2.
+//   - A latency L that sets in suddenly: the oldest kept is answered at L,
+//     and the next kept was sent at most hungAfter before, so the term
+//     holds while 2L < renewDeadline + hungAfter (2 s at 4/3/0.5, where
+//     it was lost without this too; 6.7 s at 15/10/2, 7 s before).
+//   - One renewal hung and the others answered slower than hungAfter:
+//     each given up before its answer, the term is lost (1.2 s at
+//     4/3/0.5, 3.6 s at 15/10/2: measured; both held before).
+//   - The oldest hung in the only seat its flow has cannot be saved: until
+//     the term ends it looks like a latency the leader must survive.
 func hungAfter(t Timing) time.Duration { return t.RenewDeadline / 3 }
 
 // urgentWithin is the validity left at which a leader turns urgent: half
