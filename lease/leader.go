@@ -84,7 +84,7 @@ func (e *Election) lead() error {
 			switch replace {
 			case byPace:
 				renew.Reset(0)
-			case urgently:
+			case urgently, freed:
 				extra.Reset(0)
 			}
 			if !fromAPIServer(r.err) {
@@ -293,8 +293,9 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 }
 
 // freeSeats gives up every renewal in flight unanswered for `after` but
-// the oldest not given up; none replaces them (renewUrgently sends at its
-// pace). A request hung at a lost etcd member holds its API Priority and
+// the oldest not given up; none replaces them, but renewUrgently takes its
+// next turn as soon as a cancel is answered: a turn that found one pending
+// with its extras full sent nothing. A request hung at a lost etcd member holds its API Priority and
 // Fairness seat until cancelled, and the leader-election level has few
 // (3 per API server on the HA bed): traced there, two hung renewals and
 // another client's request held all three while the fresh renewals queued
@@ -307,7 +308,7 @@ func (p *pipeline) freeSeats(now time.Time, after time.Duration) {
 			continue
 		}
 		if kept && now.Sub(p.sent[i]) >= after {
-			p.giveUp(i, none)
+			p.giveUp(i, freed)
 		}
 		kept = true
 	}
@@ -457,6 +458,9 @@ const (
 	none     replacement = iota // superseded by a success
 	byPace                      // renewDue, at once
 	urgently                    // renewUrgently, at once
+	// freed: given up to free its seat (freeSeats); renewUrgently's next
+	// turn comes at once, as its place among the extras may be free now.
+	freed
 )
 
 // fromAPIServer reports whether a failed request's err is the API

@@ -785,13 +785,13 @@ func (f *etcdLeaderFrozen) Patch(ctx context.Context, name string, pt types.Patc
 }
 
 // An etcd leader frozen stalls every write until etcd has elected another
-// (2.5 s here of a 3 s renew deadline, more than the 1.1-1.8 s measured
+// (2.3 s here of a 3 s renew deadline, more than the 1.1-1.8 s measured
 // under the HA soak's load: the pace is left no room), and half the
 // renewals sent after that still hang. At the pace the pipeline is full of
 // hung renewals when the stall ends, and the term lapses: with little
 // validity left, renewals must go out faster, and make room.
 func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
-	leases := &etcdLeaderFrozen{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), stall: 2500 * time.Millisecond}
+	leases := &etcdLeaderFrozen{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), stall: 2300 * time.Millisecond}
 	e := startLeading(t, leases, Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, clock.RealClock{})
 	eventually(t, 5*time.Second, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
 	from := statsOf(e.stats).Election.Renewals
