@@ -76,8 +76,8 @@ func (e *Election) lead() error {
 	settle := func(r renewal) error {
 		// A given-up renewal's failure is its cancel's doing (or its
 		// connection's), no news of the API server. An answer of the API
-		// server that beat the cancel is taken as any. Either way a fresh
-		// one goes out now in its place.
+		// server that beat the cancel is taken as any. Either way what
+		// replaces it (replacement) takes its turn now.
 		extraOne := p.extraAt[r.sent]
 		givenUp, replace := p.givenUp(r)
 		if givenUp && r.err != nil {
@@ -293,10 +293,11 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 }
 
 // freeSeats gives up every renewal in flight unanswered for `after` but
-// the oldest not given up; none replaces them, but renewUrgently takes its
-// next turn as soon as a cancel is answered: a turn that found one pending
-// with its extras full sent nothing. A request hung at a lost etcd member holds its API Priority and
-// Fairness seat until cancelled, and the leader-election level has few
+// the oldest not given up. None replaces them, but a cancel that fails
+// one brings renewUrgently's next turn at once (freed): the turn that gave
+// it up sends nothing while a give-up is pending with its extras full. A
+// request hung at a lost etcd member holds its API Priority and Fairness
+// seat until cancelled, and the leader-election level has few
 // (3 per API server on the HA bed): traced there, two hung renewals and
 // another client's request held all three while the fresh renewals queued
 // behind them until the term lapsed. The oldest is kept because a server
@@ -322,9 +323,9 @@ func (p *pipeline) freeSeats(now time.Time, after time.Duration) {
 //   - The traced case: the second renewal in flight, hung, must be given
 //     up early enough for a fresh one to take its seat and be answered in
 //     time. A third of the deadline keeps the term in its model
-//     (TestHungRenewalsLeaveTheirSeatsToFreshOnes) with 0.12 s to spare
-//     at 4/3/0.5 and 0.49 s at 15/10/2; two retry periods (4 s there)
-//     lose it at 15/10/2.
+//     (TestHungRenewalsLeaveTheirSeatsToFreshOnes) with 1.1 s to spare
+//     at 4/3/0.5 and 3.5 s at 15/10/2; two retry periods (4 s there)
+//     lose it at 15/10/2 (measured).
 //   - A latency L that sets in suddenly: the oldest kept is answered at L,
 //     and the next kept was sent at most hungAfter before, so the term
 //     holds while 2L < renewDeadline + hungAfter (2 s at 4/3/0.5, where
@@ -459,7 +460,7 @@ const (
 	byPace                      // renewDue, at once
 	urgently                    // renewUrgently, at once
 	// freed: given up to free its seat (freeSeats); renewUrgently's next
-	// turn comes at once, as its place among the extras may be free now.
+	// turn comes at once, as a turn may have been skipped for it.
 	freed
 )
 
