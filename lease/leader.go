@@ -268,11 +268,11 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 	if len(p.sent) == 0 {
 		return
 	}
-	youngest := p.sent[len(p.sent)-1]
-	if now.Sub(youngest) < max(urgentPace(e.timing), 2*p.usual(now, e.timing.RenewDeadline)) || !p.lastHeard.Before(youngest) {
+	youngest, twiceUsual := p.sent[len(p.sent)-1], 2*p.usual(now, e.timing.RenewDeadline)
+	if now.Sub(youngest) < max(urgentPace(e.timing), twiceUsual) || !p.lastHeard.Before(youngest) {
 		return
 	}
-	p.freeSeats(now, max(hungAfter(e.timing), 2*p.usual(now, e.timing.RenewDeadline)))
+	p.freeSeats(now, max(hungAfter(e.timing), twiceUsual))
 	full := len(p.extraAt) >= maxExtraInFlight
 	if full && len(p.givenUpAt) > 0 || !p.prepaid && !urgentTries.AllowN(now, 1) {
 		return

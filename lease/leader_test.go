@@ -811,8 +811,8 @@ func TestLittleValidityLeftSendsRenewalsFaster(t *testing.T) {
 // write waits until another etcd leader is elected (stall), and some go to
 // the frozen member and hang until cancelled, holding their seat. Another
 // client's request hangs there too from the freeze on, holding a seat for
-// otherHolds. Of ours, the first two seated after the freeze hang, then one in
-// three.
+// otherHolds. Of ours, the first two seated after the freeze hang, then
+// one in three.
 type seatedEtcdFreeze struct {
 	coordclient.LeaseInterface
 	seats   chan struct{}
@@ -868,27 +868,24 @@ func (f *seatedEtcdFreeze) Patch(ctx context.Context, name string, pt types.Patc
 // term with 1.1 s to spare on an idle machine, but a busy one, under
 // -race, lost it in 2 of 3 CI runs: too little slack for a unit test.)
 func TestHungRenewalsLeaveTheirSeatsToFreshOnes(t *testing.T) {
-	for _, timing := range []Timing{
-		{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second},
-	} {
-		for _, stall := range []time.Duration{1100 * time.Millisecond, 1800 * time.Millisecond} {
-			t.Run(fmt.Sprintf("%v/%v", timing.RenewDeadline, stall), func(t *testing.T) {
-				t.Parallel()
-				leases := &seatedEtcdFreeze{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), seats: make(chan struct{}, 3), stall: stall, otherHolds: 2 * timing.RenewDeadline, done: make(chan struct{})}
-				t.Cleanup(func() { close(leases.done) })
-				e := startLeading(t, leases, timing, clock.RealClock{})
-				eventually(t, 3*timing.RenewDeadline, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
-				from := statsOf(e.stats).Election.Renewals
-				leases.armed.Store(true)
-				eventually(t, 4*timing.RenewDeadline, "renewals answered while the other client holds its seat", func() bool {
-					froze := leases.frozeAt.Load()
-					return e.Ended() || statsOf(e.stats).Election.Renewals >= from+4 && froze != nil && time.Since(*froze) > leases.otherHolds
-				})
-				if e.Ended() {
-					t.Fatalf("the leader lost its lease: %v", e.endReason())
-				}
+	timing := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	for _, stall := range []time.Duration{1100 * time.Millisecond, 1800 * time.Millisecond} {
+		t.Run(stall.String(), func(t *testing.T) {
+			t.Parallel()
+			leases := &seatedEtcdFreeze{LeaseInterface: fake.NewClientset().CoordinationV1().Leases("ns"), seats: make(chan struct{}, 3), stall: stall, otherHolds: 2 * timing.RenewDeadline, done: make(chan struct{})}
+			t.Cleanup(func() { close(leases.done) })
+			e := startLeading(t, leases, timing, clock.RealClock{})
+			eventually(t, 3*timing.RenewDeadline, "a few renewals", func() bool { return statsOf(e.stats).Election.Renewals >= 2 })
+			from := statsOf(e.stats).Election.Renewals
+			leases.armed.Store(true)
+			eventually(t, 4*timing.RenewDeadline, "renewals answered while the other client holds its seat", func() bool {
+				froze := leases.frozeAt.Load()
+				return e.Ended() || statsOf(e.stats).Election.Renewals >= from+4 && froze != nil && time.Since(*froze) > leases.otherHolds
 			})
-		}
+			if e.Ended() {
+				t.Fatalf("the leader lost its lease: %v", e.endReason())
+			}
+		})
 	}
 }
 
