@@ -19,7 +19,9 @@
 //          [--hold MIN_MS-MAX_MS | --hold forever]
 //          [--pattern campaign | --pattern poll] [--pod NAME] [--handoff-to ID]
 //          [--version V] [--priority N] [--policy FLAGS] [--shutdown no]
-//          [--publish SERVICE=ADDRESS:PORT]
+//          [--publish SERVICE=ADDRESS:PORT] [--log-level N]
+//   --log-level sets K8sLeaseSetLogLevel's level before anything else
+//   (9: client-go logs every request, its status and latency).
 //   --shutdown no exits without K8sLeaseShutdown, as a host written against
 //   the first API (which has no Shutdown) does: on SIGTERM, CancelElection,
 //   then _exit at once.
@@ -80,6 +82,7 @@ struct Options {
   // --publish SERVICE=ADDRESS:PORT (publish_service empty: none)
   std::string publish_service, publish_address;
   int publish_port = 0;
+  int log_level = -1;  // --log-level (-1: the library's default)
 };
 
 int g_log_fd = -1;
@@ -212,6 +215,12 @@ bool ParseArgs(int argc, char** argv, Options* o) {
     else if (k == "--priority") o->priority = atoi(v);
     else if (k == "--policy") o->policy = atoi(v);
     else if (k == "--seconds") o->seconds = atoll(v);
+    else if (k == "--log-level") {
+      char* end = nullptr;
+      long n = strtol(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || n < 0) return false;
+      o->log_level = (int)n;
+    }
     else if (k == "--timing") {
       if (sscanf(v, "%lld,%lld,%lld", &o->lease_ms, &o->renew_ms, &o->retry_ms) != 3) return false;
     } else if (k == "--pattern") {
@@ -238,6 +247,7 @@ class Candidate {
 
   int Run() {
     char* err = nullptr;
+    if (o_.log_level >= 0 && K8sLeaseSetLogLevel(o_.log_level, &err) != 0) return Fail("log level", err);
     if (o_.poll) SetLabel(false);  // before any Init, as the master does
     if (K8sLeaseInit(&err) != 0) return Fail("init", err);
     Worker worker(o_);
@@ -488,7 +498,7 @@ int main(int argc, char** argv) {
     fprintf(stderr,
             "usage: %s --namespace NS --lease NAME --identity ID --log FILE [--seconds N]"
             " [--timing LEASE_MS,RENEW_MS,RETRY_MS] [--hold MIN_MS-MAX_MS|forever]"
-            " [--pattern campaign|poll] [--pod NAME] [--publish SERVICE=ADDRESS:PORT]\n",
+            " [--pattern campaign|poll] [--pod NAME] [--publish SERVICE=ADDRESS:PORT] [--log-level N]\n",
             argv[0]);
     return 2;
   }

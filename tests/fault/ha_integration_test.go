@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -637,14 +638,20 @@ func TestHASoak(t *testing.T) {
 	// its replicas, whose candidate records it grants.
 	s.lease = asServiceAccount(t, bed, s)
 	applyFlowSchema(t, bed, s.kubeconfig)
+	// Who holds deploy/flowschema.yaml's level's seats, all along: shown
+	// beside each spurious loss of ours.
+	seats := watchSeats(t, bed, "leader-election")
 	// The noisy tenant floods API server 0: the bed's API server 1 queues
 	// a flood this size (391 waiting, 0 rejected, measured) past the 15 s
 	// a flood lasts at most, where API server 0 answers 429 at once.
 	tenant := newNoisyTenant(t, bed, 0)
 	ids := []string{s.lease + "-0", s.lease + "-1", "client-go-0", s.lease + "-2", "client-go-1"}
+	// Ours log every request, its status and latency (client-go's -v 6),
+	// so that a spurious loss can be read from what its process sent.
+	const everyRequest = "9"
 	opts := map[string]candOpts{
-		ids[0]: {}, ids[1]: {}, ids[2]: {clientGo: true},
-		ids[3]: {context: topology.APIServerContext(0)},
+		ids[0]: {logLevel: everyRequest}, ids[1]: {logLevel: everyRequest}, ids[2]: {clientGo: true},
+		ids[3]: {context: topology.APIServerContext(0), logLevel: everyRequest},
 		ids[4]: {context: topology.APIServerContext(1), clientGo: true},
 	}
 	// One of ours creates the Lease, alone: a client-go creator starts it
@@ -873,19 +880,29 @@ func TestHASoak(t *testing.T) {
 	for _, k := range slices.Sorted(maps.Keys(sum.spurious)) {
 		figure(t, "soak-spurious", "during", k, "ours", sum.spurious[k][0], "client_go", sum.spurious[k][1])
 	}
-	for _, tr := range r.Terms { // why each of ours was lost, and what its process logged
+	seats.close()
+	for _, id := range []string{ids[0], ids[1], ids[3]} { // what there is to read at a loss
+		t.Logf("%s (pid %d) logged %d lines, %d of them answers to renewals (PATCH)", id, procs[id].pid(),
+			len(procs[id].stderr.between(0, history.Now())), len(procs[id].stderr.matching(`verb="PATCH"`)))
+	}
+	for _, tr := range r.Terms { // why each of ours was lost: what its process logged, and who held the seats
 		if tr.End == history.Open || tr.EndKind != history.Lost || clientGoPIDs[tr.PID] || sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] {
 			continue
 		}
 		p := s.byPID(tr.PID)
-		logged := p.stderr.String()
 		f := sum.lostIn[[2]int64{int64(tr.PID), tr.Token}]
 		in := fmt.Sprintf("%s, %v after it began", f.kind, time.Duration(tr.End-f.start).Round(time.Millisecond))
 		if e := f.election; e.leader != 0 {
 			in += fmt.Sprintf(" (it stopped etcd's leader; etcd had one again %v after it began)", time.Duration(e.leader-f.start).Round(time.Millisecond))
 		}
-		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v, in %s: %s; its process's last log lines (at the end of the soak):\n%s", p.id, tr.PID, tr.Token,
-			time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), in, tr.Reason, logged[max(0, len(logged)-3000):])
+		const before = 5 * time.Second
+		var logged strings.Builder
+		for _, l := range p.stderr.between(tr.End-int64(before), tr.End+int64(500*time.Millisecond)) {
+			fmt.Fprintf(&logged, "  %+.3fs %s\n", time.Duration(l.mono-tr.End).Seconds(), l.text)
+		}
+		t.Logf("a spurious loss of ours: %s (pid %d, token %d) at +%v, in %s (which began %+.3fs from the loss): %s\nits process's log from %v before the loss (times from the loss):\n%sthe seats of APF's level leader-election meanwhile:\n%s",
+			p.id, tr.PID, tr.Token, time.Duration(tr.End-r.Terms[0].Start).Round(time.Millisecond), in, time.Duration(f.start-tr.End).Seconds(), tr.Reason,
+			before, logged.String(), seats.between(tr.End-int64(before), tr.End, tr.End))
 	}
 	for _, k := range slices.Sorted(maps.Keys(sum.elections)) {
 		d := sum.elections[k]
@@ -1245,3 +1262,117 @@ func TestSoakSummaryTellsLossesApart(t *testing.T) {
 		t.Errorf("the table does not show the election and the loss it caused:\n%s", table)
 	}
 }
+
+// seatWatch samples, every 250 ms on each API server, the requests API
+// Priority and Fairness holds in one priority level (executing, seated, or
+// waiting in its queues), from the admin's client, which APF exempts: a
+// spurious loss can then be shown beside who held the level's seats on the
+// way to it.
+type seatWatch struct {
+	level string
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	got   []seatSample
+}
+
+// seatSample is one answer of an API server's APF (or why there was none).
+type seatSample struct {
+	mono      int64 // history.Now's clock, when asked
+	apiserver int
+	executing []string // "verb resource/name for 1.2s"
+	waiting   []string
+	err       error
+}
+
+func watchSeats(t *testing.T, bed *testenv.Server, level string) *seatWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &seatWatch{level: level, stop: cancel}
+	for k := range bed.APIServers() {
+		admin := directClient(t, bed, k)
+		w.wg.Go(func() {
+			for tick := time.NewTicker(250 * time.Millisecond); ctx.Err() == nil; {
+				s := w.sample(ctx, admin, k)
+				w.mu.Lock()
+				w.got = append(w.got, s)
+				w.mu.Unlock()
+				select {
+				case <-ctx.Done():
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	t.Cleanup(w.close)
+	return w
+}
+
+func (w *seatWatch) close() {
+	w.stop()
+	w.wg.Wait()
+}
+
+// sample reads /debug/api_priority_and_fairness/dump_requests with the
+// requests' details; its rows are comma-separated: PriorityLevelName,
+// FlowSchemaName, QueueIndex, RequestIndexInQueue (-1: executing),
+// FlowDistingsher, ArriveTime, InitialSeats, FinalSeats,
+// AdditionalLatency, StartTime, UserName, Verb, APIPath, Namespace, Name,
+// APIVersion, Resource, SubResource.
+func (w *seatWatch) sample(ctx context.Context, admin kubernetes.Interface, k int) seatSample {
+	s := seatSample{mono: history.Now(), apiserver: k}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := admin.Discovery().RESTClient().Get().AbsPath("/debug/api_priority_and_fairness/dump_requests").
+		Param("includeRequestDetails", "1").DoRaw(ctx)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	now := time.Now()
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Split(line, ",")
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		if len(f) < 17 || f[0] != w.level {
+			continue
+		}
+		since := f[5] // arrival: how long it has waited
+		if f[3] == "-1" {
+			since = f[9] // start: how long it has held its seat
+		}
+		held := "?"
+		if at, err := time.Parse(time.RFC3339Nano, since); err == nil {
+			held = now.Sub(at).Round(10 * time.Millisecond).String()
+		}
+		r := fmt.Sprintf("%s %s/%s for %s", f[11], f[16], f[14], held)
+		if f[3] == "-1" {
+			s.executing = append(s.executing, r)
+		} else {
+			s.waiting = append(s.waiting, r)
+		}
+	}
+	return s
+}
+
+// between describes the samples asked from from to to, one line each,
+// times relative to ref.
+func (w *seatWatch) between(from, to, ref int64) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var b strings.Builder
+	for _, s := range w.got {
+		if s.mono < from || s.mono > to {
+			continue
+		}
+		fmt.Fprintf(&b, "  %+.2fs API server %d: ", time.Duration(s.mono-ref).Seconds(), s.apiserver)
+		if s.err != nil {
+			fmt.Fprintf(&b, "no answer: %v\n", s.err)
+			continue
+		}
+		fmt.Fprintf(&b, "%d executing %v, %d waiting %v\n", len(s.executing), s.executing, len(s.waiting), s.waiting)
+	}
+	return b.String()
+}
+

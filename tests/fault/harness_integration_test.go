@@ -108,6 +108,9 @@ type candOpts struct {
 	policy   int
 	// noShutdown: exit without K8sLeaseShutdown (lease_candidate --shutdown no).
 	noShutdown bool
+	// logLevel: K8sLeaseSetLogLevel's level, as a decimal ("": the
+	// library's default, warnings).
+	logLevel string
 	// publish: "SERVICE=ADDRESS:PORT", the endpoint each candidacy publishes
 	// (lease_candidate --publish).
 	publish string
@@ -181,6 +184,9 @@ func (o candOpts) candidateFlags() []string {
 	}
 	if o.publish != "" {
 		args = append(args, "--publish", o.publish)
+	}
+	if o.logLevel != "" {
+		args = append(args, "--log-level", o.logLevel)
 	}
 	if o.priority != 0 || o.policy != 0 {
 		args = append(args, "--priority", strconv.Itoa(o.priority), "--policy", strconv.Itoa(o.policy))
@@ -386,23 +392,47 @@ func (s *scenario) dumpLog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.cands {
-		if p.stderr.Len() > 0 {
-			s.t.Logf("%s (pid %d) stderr: %s", p.id, p.pid(), p.stderr)
+		if logged := p.stderr.String(); logged != "" {
+			s.t.Logf("%s (pid %d) stderr (its last 8 KiB): %s", p.id, p.pid(), logged[max(0, len(logged)-8192):])
 		}
 	}
 }
 
 // syncBuffer is stderr of a candidate, written by exec's copier while the
-// test may read it.
+// test may read it. It notes when each line came (the candidates do not
+// stamp their lines), so a loss can be shown with what was logged before it.
 type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	partial int // bytes of buf after its last complete line
+	lines   []timedLine
+}
+
+// timedLine is a line of stderr and when it came: at on the wall clock,
+// mono on history.Now's clock (the one the candidates' history uses).
+type timedLine struct {
+	at   time.Time
+	mono int64
+	text string
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
+	now, mono := time.Now(), history.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	b.buf.Write(p)
+	all := b.buf.Bytes()
+	rest := all[len(all)-len(p)-b.partial:]
+	for {
+		i := bytes.IndexByte(rest, '\n')
+		if i < 0 {
+			break
+		}
+		b.lines = append(b.lines, timedLine{now, mono, string(rest[:i])})
+		rest = rest[i+1:]
+	}
+	b.partial = len(rest)
+	return len(p), nil
 }
 
 func (b *syncBuffer) Len() int {
@@ -415,6 +445,32 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// matching are the lines containing substr.
+func (b *syncBuffer) matching(substr string) []timedLine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []timedLine
+	for _, l := range b.lines {
+		if strings.Contains(l.text, substr) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// between are the lines that came from from to to (history.Now's clock).
+func (b *syncBuffer) between(from, to int64) []timedLine {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []timedLine
+	for _, l := range b.lines {
+		if l.mono >= from && l.mono <= to {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // hostEnvWithout is this process's environment without the variables that

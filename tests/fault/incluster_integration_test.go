@@ -6,13 +6,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -313,75 +311,15 @@ func runWithin(cmd *exec.Cmd, timeout time.Duration) (string, error) {
 
 // startCommand launches cmd as a candidate of the scenario (unshare and sh
 // exec the candidate in the same process, so its pid is the candidate's).
-// Its stderr lines are timed as they arrive.
 func (s *scenario) startCommand(id string, cmd *exec.Cmd) *proc {
 	s.t.Helper()
 	p := &proc{id: id, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	lines := &timedLines{to: p.stderr}
-	s.launch(p, lines)
-	timedMu.Lock()
-	timed[p] = lines
-	timedMu.Unlock()
+	s.launch(p, p.stderr)
 	return p
 }
 
-// timed holds the timed stderr of the candidates startCommand started.
-var (
-	timedMu sync.Mutex
-	timed   = map[*proc]*timedLines{}
-)
-
 // stderrLines are p's stderr lines containing substr, with their arrival.
-func (p *proc) stderrLines(substr string) []timedLine {
-	timedMu.Lock()
-	l := timed[p]
-	timedMu.Unlock()
-	if l == nil {
-		return nil
-	}
-	return l.matching(substr)
-}
-
-type timedLine struct {
-	at   time.Time
-	text string
-}
-
-// timedLines splits what is written into lines and notes when each came.
-type timedLines struct {
-	to      io.Writer
-	mu      sync.Mutex
-	partial []byte
-	lines   []timedLine
-}
-
-func (w *timedLines) Write(b []byte) (int, error) {
-	now := time.Now()
-	w.mu.Lock()
-	w.partial = append(w.partial, b...)
-	for {
-		i := bytes.IndexByte(w.partial, '\n')
-		if i < 0 {
-			break
-		}
-		w.lines = append(w.lines, timedLine{now, string(w.partial[:i])})
-		w.partial = w.partial[i+1:]
-	}
-	w.mu.Unlock()
-	return w.to.Write(b)
-}
-
-func (w *timedLines) matching(substr string) []timedLine {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []timedLine
-	for _, l := range w.lines {
-		if strings.Contains(l.text, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
-}
+func (p *proc) stderrLines(substr string) []timedLine { return p.stderr.matching(substr) }
 
 // projectedVolume is a directory written as kubelet's atomic writer
 // writes a projected volume: the files in a timestamped directory, ..data a
