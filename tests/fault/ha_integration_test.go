@@ -1375,4 +1375,3 @@ func (w *seatWatch) between(from, to, ref int64) string {
 	}
 	return b.String()
 }
-
