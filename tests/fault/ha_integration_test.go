@@ -883,7 +883,7 @@ func TestHASoak(t *testing.T) {
 	seats.close()
 	for _, id := range []string{ids[0], ids[1], ids[3]} { // what there is to read at a loss
 		t.Logf("%s (pid %d) logged %d lines, %d of them answers to renewals (PATCH)", id, procs[id].pid(),
-			len(procs[id].stderr.between(0, history.Now())), len(procs[id].stderr.matching(`verb="PATCH"`)))
+			len(procs[id].stderr.matching("")), len(procs[id].stderr.matching(`verb="PATCH"`)))
 	}
 	for _, tr := range r.Terms { // why each of ours was lost: what its process logged, and who held the seats
 		if tr.End == history.Open || tr.EndKind != history.Lost || clientGoPIDs[tr.PID] || sum.notSpurious[[2]int64{int64(tr.PID), tr.Token}] {
@@ -1338,8 +1338,9 @@ func (w *seatWatch) sample(ctx context.Context, admin kubernetes.Interface, k in
 		if len(f) < 17 || f[0] != w.level {
 			continue
 		}
+		executing := f[3] == "-1"
 		since := f[5] // arrival: how long it has waited
-		if f[3] == "-1" {
+		if executing {
 			since = f[9] // start: how long it has held its seat
 		}
 		held := "?"
@@ -1347,7 +1348,7 @@ func (w *seatWatch) sample(ctx context.Context, admin kubernetes.Interface, k in
 			held = now.Sub(at).Round(10 * time.Millisecond).String()
 		}
 		r := fmt.Sprintf("%s %s/%s for %s", f[11], f[16], f[14], held)
-		if f[3] == "-1" {
+		if executing {
 			s.executing = append(s.executing, r)
 		} else {
 			s.waiting = append(s.waiting, r)

@@ -449,24 +449,20 @@ func (b *syncBuffer) String() string {
 
 // matching are the lines containing substr.
 func (b *syncBuffer) matching(substr string) []timedLine {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []timedLine
-	for _, l := range b.lines {
-		if strings.Contains(l.text, substr) {
-			out = append(out, l)
-		}
-	}
-	return out
+	return b.linesWhere(func(l timedLine) bool { return strings.Contains(l.text, substr) })
 }
 
 // between are the lines that came from from to to (history.Now's clock).
 func (b *syncBuffer) between(from, to int64) []timedLine {
+	return b.linesWhere(func(l timedLine) bool { return l.mono >= from && l.mono <= to })
+}
+
+func (b *syncBuffer) linesWhere(keep func(timedLine) bool) []timedLine {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []timedLine
 	for _, l := range b.lines {
-		if l.mono >= from && l.mono <= to {
+		if keep(l) {
 			out = append(out, l)
 		}
 	}

@@ -176,7 +176,7 @@ func TestInClusterServiceAccountTokenRotation(t *testing.T) {
 	got := samples.stop()
 
 	// What the leader said about its renewals: every 401 is a warning line.
-	unauthorized := leader.stderrLines("Unauthorized")
+	unauthorized := leader.stderr.matching("Unauthorized")
 	first401, last401 := time.Time{}, time.Time{}
 	if len(unauthorized) > 0 {
 		first401, last401 = unauthorized[0].at, unauthorized[len(unauthorized)-1].at
@@ -187,7 +187,7 @@ func TestInClusterServiceAccountTokenRotation(t *testing.T) {
 	}
 	for _, p := range leaders {
 		if p != leader {
-			if n := len(p.stderrLines("Unauthorized")); n > 0 {
+			if n := len(p.stderr.matching("Unauthorized")); n > 0 {
 				t.Logf("the standby %s logged %d requests refused with 401", p.id, n)
 			}
 		}
@@ -317,9 +317,6 @@ func (s *scenario) startCommand(id string, cmd *exec.Cmd) *proc {
 	s.launch(p, p.stderr)
 	return p
 }
-
-// stderrLines are p's stderr lines containing substr, with their arrival.
-func (p *proc) stderrLines(substr string) []timedLine { return p.stderr.matching(substr) }
 
 // projectedVolume is a directory written as kubelet's atomic writer
 // writes a projected volume: the files in a timestamped directory, ..data a
