@@ -307,6 +307,57 @@ func (e *Election) refresh(seen string) bool {
 	return s.synced && s.rec.resourceVersion != seen
 }
 
+// renewBeforeAnnouncing renews a term whose acquisition (got, with token)
+// was answered with less than a retry period of its validity left (it
+// counts from the send: an API server or etcd member that stalled it),
+// and returns the validity the renewal gives. Announced as it was, the
+// host would serve for milliseconds and then be told it lost (traced in
+// the soak: answered 2982 ms into a 3 s renew deadline, lost 10 ms after
+// "elected"). Nothing is announced until this answers in time; before
+// that the Lease is held but nobody serves, which is safe.
+//
+// If it fails, or is itself answered with less than a retry period left,
+// the term is not announced and the campaign goes on: its next round
+// adopts the Lease (decide's actAdopt) when it shows this candidacy's
+// acquisition or this renewal, whichever unanswered names. Which of the
+// two landed is unknown after an unanswered renewal; the acquisition is
+// named, and a renewal that landed all the same is waited out as another
+// holder's record (a lease duration), as any record of ours not proven
+// to be this campaign's write.
+//
+// Its errors do not wrap the API server's: a refused test (422, Invalid:
+// another writer changed the Lease) is news of the Lease for the next
+// round, not a request of ours that is wrong (permanent).
+func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64, acquiredWith time.Duration) (time.Time, error) {
+	patch, err := newRenewPatch(e.identity, e.incarnation, token, e.timing)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sent := e.clock.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), min(requestTimeout, e.timing.RenewDeadline))
+	defer cancel()
+	r := e.renewal(ctx, e.api.leases, patch, sent)
+	if r.err == nil {
+		e.obs.apply(r.got, r.got.ResourceVersion)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r.err != nil {
+		e.term.unanswered = recordOf(got)
+		e.term.lastAPIErr = r.err
+		return time.Time{}, fmt.Errorf("acquisition answered with %v of its validity left; the renewal sent before announcing the term failed: %v",
+			acquiredWith.Round(time.Millisecond), r.err)
+	}
+	e.term.written = r.got
+	validUntil := sent.Add(e.timing.RenewDeadline)
+	if left := validUntil.Sub(e.clock.Now()); left < e.timing.RetryPeriod {
+		e.term.unanswered = recordOf(r.got)
+		return time.Time{}, fmt.Errorf("acquisition answered with %v of its validity left, and the renewal sent before announcing the term with %v",
+			acquiredWith.Round(time.Millisecond), left.Round(time.Millisecond))
+	}
+	return validUntil, nil
+}
+
 // outcomeUnknown reports a write error that does not say whether the write
 // landed: no answer (a timeout, a connection lost) or a server error. (A
 // conflict does not prove it either: client-go sends a write again after a
@@ -413,12 +464,21 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 	if e.term.phase != phaseCandidate {
 		return nil
 	}
+	validUntil := sent.Add(e.timing.RenewDeadline)
+	if left := validUntil.Sub(e.clock.Now()); left < e.timing.RetryPeriod {
+		e.mu.Unlock()
+		validUntil, err = e.renewBeforeAnnouncing(got, token, left)
+		e.mu.Lock()
+		if err != nil || e.term.phase != phaseCandidate {
+			return err
+		}
+	}
 	e.term.phase, e.term.token = phaseLeader, token
 	if !create {
 		e.term.prevToken = prev
 	}
 	e.term.lastAPIErr = nil // this term's renewals report their own
-	e.term.validUntil = sent.Add(e.timing.RenewDeadline)
+	e.term.validUntil = validUntil
 	e.stats.Elected(e.clock.Since(freeSince), e.clock.Since(started))
 	close(e.elected)
 	if !e.startPublishingLocked(e.endpoint.routed) {

@@ -273,3 +273,48 @@ func TestRenewalRefusedEndsLeadershipByTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// An acquisition answered with less than a retry period of its validity
+// left (it counts from the send: traced in the soak, answered 2982 ms into
+// a 3 s renew deadline at an etcd-member freeze) is no term to announce:
+// the host would serve for milliseconds and then be told it lost. The
+// library renews first and announces on that renewal's answer, with the
+// validity it gives; when the renewal is refused, it announces nothing
+// and adopts the Lease it holds (the acquisition landed) as soon as that
+// is answered in time.
+func TestAnAcquisitionAnsweredWithNoTimeToServeIsRenewedBeforeItIsAnnounced(t *testing.T) {
+	for _, refused := range []bool{false, true} {
+		m, client, clk := fakeManager()
+		late := unitTiming.RenewDeadline - 20*time.Millisecond
+		var stepped, failed atomic.Bool
+		client.PrependReactor("create", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+			if stepped.CompareAndSwap(false, true) {
+				clk.Step(late) // the answer comes 20 ms before the validity it gives ends
+			}
+			return false, nil, nil
+		})
+		client.PrependReactor("patch", "leases", func(k8stesting.Action) (bool, kruntime.Object, error) {
+			if refused && failed.CompareAndSwap(false, true) {
+				return true, nil, apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+			}
+			return false, nil, nil
+		})
+		e, err := m.RunElection("ns", "l", "a", unitTiming)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-e.elected:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("refused %v: not elected within 5 s", refused)
+		}
+		leads, _, left := e.IsLeader()
+		if !leads || left < unitTiming.RetryPeriod {
+			t.Errorf("refused %v: announced with %v of validity left (leader: %v); want at least a retry period (%v)", refused, left, leads, unitTiming.RetryPeriod)
+		}
+		if s := m.Stats()[0]; s.Election.Losses["renew_deadline"] != 0 || s.Election.Acquisitions != 1 {
+			t.Errorf("refused %v: %d acquisitions, losses %v; want 1 and none", refused, s.Election.Acquisitions, s.Election.Losses)
+		}
+		_ = m.Shutdown(5 * time.Second)
+	}
+}

@@ -70,6 +70,7 @@ func TestARoundThatClosedNothingDoesNotCount(t *testing.T) {
 // last received a byte (zero: never, its TLS handshake unanswered),
 // whether its server is frozen.
 type modelConn struct {
+	dialled  time.Time
 	lastRead time.Time
 	frozen   bool
 	closed   chan struct{}
@@ -81,10 +82,27 @@ type modelConn struct {
 type modelConns struct {
 	coordclient.LeaseInterface
 	frozen func(k int) bool
+	// handshook: a connection dialled to a frozen server still answers its
+	// TLS handshake (the server froze just after), so it has received
+	// bytes when its first request is sent.
+	handshook bool
+	// lb: the load balancer's count of connections, shared with another
+	// pool (nil: this pool's own).
+	lb *modelLB
+	// urgent: the pool's rule is kubeapi's for an urgent pool (a
+	// connection that received nothing but its handshake is silent).
+	urgent bool
 
-	mu    sync.Mutex
-	conns []*modelConn
-	after time.Time // connection 1 freezes after this
+	mu         sync.Mutex
+	conns      []*modelConn
+	after      time.Time // connection 1 freezes after this
+	idleClosed int       // CloseIdleConnections calls
+}
+
+// modelLB numbers the connections of every pool behind one load balancer.
+type modelLB struct {
+	mu sync.Mutex
+	n  int
 }
 
 func (m *modelConns) current() *modelConn {
@@ -95,7 +113,17 @@ func (m *modelConns) current() *modelConn {
 			return c
 		}
 	}
-	c := &modelConn{frozen: m.frozen(len(m.conns) + 1), closed: make(chan struct{})}
+	k := len(m.conns) + 1
+	if m.lb != nil {
+		m.lb.mu.Lock()
+		m.lb.n++
+		k = m.lb.n
+		m.lb.mu.Unlock()
+	}
+	c := &modelConn{dialled: time.Now(), frozen: m.frozen(k), closed: make(chan struct{})}
+	if m.handshook {
+		c.lastRead = c.dialled
+	}
 	m.conns = append(m.conns, c)
 	return c
 }
@@ -136,7 +164,36 @@ func (m *modelConns) close(silent func(c *modelConn) bool) int {
 // CloseSilentConnections is kubeapi's rule (without its handshake grace,
 // shorter than a round's pace here anyway).
 func (m *modelConns) CloseSilentConnections(since time.Time) int {
-	return m.close(func(c *modelConn) bool { return c.lastRead.Before(since) })
+	return m.close(func(c *modelConn) bool {
+		if m.urgent && c.dialled.Add(handshakeGraceModel).After(since) {
+			since = c.dialled.Add(handshakeGraceModel)
+		}
+		return c.lastRead.Before(since)
+	})
+}
+
+// handshakeGraceModel is kubeapi's handshakeGrace.
+const handshakeGraceModel = 250 * time.Millisecond
+
+// CloseIdleConnections closes the connections with nothing in flight: in
+// the model, those whose server answers.
+func (m *modelConns) CloseIdleConnections() {
+	m.mu.Lock()
+	m.idleClosed++
+	m.mu.Unlock()
+	m.close(func(c *modelConn) bool { return !c.frozen })
+}
+
+func (m *modelConns) Connections() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, c := range m.conns {
+		if !isClosed(c.closed) {
+			n++
+		}
+	}
+	return n
 }
 
 func (m *modelConns) dialled() int {
@@ -178,5 +235,58 @@ func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testin
 	}
 	if n := m.dialled(); n != 3 {
 		t.Errorf("%d connections dialled; want 3", n)
+	}
+}
+
+// The traced loss of the soak hour: a round closed the connection a
+// renewal hung on, and the load balancer put the new one on the frozen API
+// server again, which answered its TLS handshake and froze just after.
+// That connection received bytes after the oldest renewal in flight was
+// sent (the renewal dialled it), so no round finds it silent, and every
+// later renewal waited on it until the term lapsed. The urgent renewals go
+// out on a pool of their own, dialled anew (connection 3, which answers):
+// the leader keeps its term, and once it is no longer urgent that pool's
+// idle connection is closed.
+func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testing.T) {
+	client := fake.NewClientset()
+	lb := &modelLB{}
+	frozen := func(k int) bool { return k <= 2 }
+	m := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: frozen, handshook: true, lb: lb, after: time.Now().Add(time.Hour)}
+	urgent := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: frozen, handshook: true, lb: lb, urgent: true}
+	m.current() // connection 1, the acquisition's
+	obs := newObserver(m, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	obs.start()
+	t.Cleanup(obs.stop)
+	stats := &leaseStats{}
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
+	e.api.redial = &redialer{conns: m, urgent: urgent}
+	e.api.urgent = urgent
+	e.start()
+	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
+	if _, err := e.WaitElected(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	renewed := statsOf(stats).Election.Renewals
+	eventually(t, 5*time.Second, "a renewal on connection 1", func() bool { return statsOf(stats).Election.Renewals > renewed })
+	m.mu.Lock()
+	m.after = time.Now() // connection 1's API server freezes
+	m.mu.Unlock()
+	renewed = statsOf(stats).Election.Renewals
+	ok := waitUntil(5*time.Second, func() bool { return statsOf(stats).Election.Renewals > renewed })
+	if leads, _, _ := e.IsLeader(); !ok || !leads {
+		t.Fatalf("no renewal answered after the freeze (leader: %v; connections dialled: %d in the pace's pool, %d in the urgent one; want the urgent one's to answer): %+v",
+			leads, m.dialled(), urgent.dialled(), statsOf(stats).Election)
+	}
+	if n := urgent.dialled(); n != 1 {
+		t.Errorf("%d connections dialled in the urgent pool; want 1", n)
+	}
+	// The pace's renewals hang on connection 2 until the oldest is given
+	// up; a round then finds it silent, and the next renewal dials
+	// connection 4, which answers: the leader is no longer urgent.
+	eventually(t, 5*time.Second, "the urgent pool's connection closed once no longer urgent", func() bool {
+		return urgent.Connections() == 0
+	})
+	if leads, _, _ := e.IsLeader(); !leads {
+		t.Fatalf("the leader lost its term: %+v", statsOf(stats).Election)
 	}
 }

@@ -116,6 +116,18 @@ type electionParts struct {
 	// redial closes the connections a renewal found silent (nil: it closes
 	// none; a nil *redialer is inert).
 	redial *redialer
+	// urgentLeases: the Lease through the client's urgent pool (see
+	// redialer; nil: none).
+	urgentLeases kubeapi.Leases
+}
+
+// urgentLeases is namespace's Leases through c's urgent pool, nil if it
+// has none.
+func urgentLeases(c kubeapi.Client, namespace string) kubeapi.Leases {
+	if u := c.Urgent(); u != nil {
+		return u.Leases(namespace)
+	}
+	return nil
 }
 
 // newElection builds an election on key for identity; start runs it.
@@ -156,7 +168,7 @@ func newElection(key Key, identity string, t Timing, opts ElectionOptions, p ele
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Election{
 		key: key, identity: identity, incarnation: newIncarnation(), timing: t, opts: opts,
-		api: leaseAPI{leases: p.leases, redial: p.redial}, obs: p.obs, clock: p.clock, stats: p.stats, events: p.events,
+		api: leaseAPI{leases: p.leases, urgent: p.urgentLeases, redial: p.redial}, obs: p.obs, clock: p.clock, stats: p.stats, events: p.events,
 		ctx: ctx, elected: make(chan struct{}),
 		handoff:    handOffState{hook: p.handOff},
 		endpoint:   endpointState{routed: make(chan struct{}), trackAsync: p.trackAsync},

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+
+	"github.com/k8s-lease/k8s-lease/lease/kubeapi"
 )
 
 // lead renews every retry period until the renew deadline passes without a
@@ -102,6 +104,11 @@ func (e *Election) lead() error {
 		return e.renewed(r)
 	}
 	urgent := false
+	defer func() {
+		if urgent {
+			e.api.redial.urgencyOver()
+		}
+	}()
 	for {
 		e.mu.Lock()
 		left := e.term.validUntil.Sub(e.clock.Now())
@@ -119,6 +126,7 @@ func (e *Election) lead() error {
 		if left > urgentWithin(e.timing) {
 			if urgent {
 				extra.Stop()
+				e.api.redial.urgencyOver()
 			}
 			wake, urgent = left-urgentWithin(e.timing), false
 		} else if !urgent {
@@ -223,17 +231,25 @@ func (e *Election) renewDue(ctx context.Context, renew clock.Timer, p *pipeline,
 // an urgent leader's extra one beside the pace if extra).
 func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time, patch renewPatch, results chan renewal, extra bool) {
 	rctx, cancel := context.WithCancel(ctx)
+	leases := e.api.leases
 	if extra {
 		if p.extraAt == nil {
 			p.extraAt = map[time.Time]bool{}
 		}
 		p.extraAt[now] = true
+		if e.api.urgent != nil && e.api.redial.useUrgent(now, e.timing.RetryPeriod) {
+			if p.urgentPoolAt == nil {
+				p.urgentPoolAt = map[time.Time]bool{}
+			}
+			p.urgentPoolAt[now] = true
+			leases = e.api.urgent
+		}
 	}
 	p.sent = append(p.sent, now)
 	p.cancels = append(p.cancels, cancel)
 	renewers.Go(func() {
 		defer cancel()
-		e.sendRenewal(rctx, patch, now, results)
+		e.sendRenewal(rctx, leases, patch, now, results)
 	})
 }
 
@@ -273,6 +289,12 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 		return
 	}
 	p.freeSeats(now, max(hungAfter(e.timing), twiceUsual))
+	// The urgent pool's connection received nothing since the oldest
+	// renewal sent through it, or nothing past its handshake: closed, so
+	// that the next one dials anew (when the pace allows).
+	if oldest, ok := p.oldestThroughUrgentPool(); ok && now.Sub(oldest) >= inlineCut(e.timing) {
+		e.api.redial.closeSilentUrgent(oldest, now, e.timing.RetryPeriod, "lease "+e.key.String()+": urgent renewal unanswered")
+	}
 	full := len(p.extraAt) >= maxExtraInFlight
 	if full && len(p.givenUpAt) > 0 || !p.prepaid && !urgentTries.AllowN(now, 1) {
 		return
@@ -290,6 +312,17 @@ func (e *Election) renewUrgently(ctx context.Context, p *pipeline, now time.Time
 	}
 	p.prepaid = false
 	e.renewOnWorker(ctx, p, now, patch, results, true)
+}
+
+// oldestThroughUrgentPool is the send time of the oldest renewal in flight
+// sent through the urgent pool, if any.
+func (p *pipeline) oldestThroughUrgentPool() (time.Time, bool) {
+	for _, s := range p.sent {
+		if p.urgentPoolAt[s] {
+			return s, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // freeSeats gives up every renewal in flight unanswered for `after` but
@@ -423,9 +456,11 @@ type pipeline struct {
 	successes [8]success
 	answered  int
 	// prepaid: urgentTries paid for the renewal that replaces one given
-	// up (renewUrgently); extraAt: the renewals in flight it sent.
-	prepaid bool
-	extraAt map[time.Time]bool
+	// up (renewUrgently); extraAt: the renewals in flight it sent;
+	// urgentPoolAt: those of them sent through the urgent pool (redialer).
+	prepaid      bool
+	extraAt      map[time.Time]bool
+	urgentPoolAt map[time.Time]bool
 }
 
 // giveUpOldest cancels the oldest renewal in flight the pace sent not
@@ -605,6 +640,7 @@ func (p *pipeline) usual(now time.Time, within time.Duration) time.Duration {
 // forget stops counting the renewal sent at sent as in flight.
 func (p *pipeline) forget(sent time.Time) {
 	delete(p.extraAt, sent)
+	delete(p.urgentPoolAt, sent)
 	for i, s := range p.sent {
 		if s.Equal(sent) {
 			p.sent = append(p.sent[:i], p.sent[i+1:]...)
@@ -624,12 +660,12 @@ type renewal struct {
 
 // sendRenewal, on a worker, writes a fresh renewTime and reports the
 // outcome on out.
-func (e *Election) sendRenewal(ctx context.Context, patch renewPatch, sent time.Time, out chan<- renewal) {
-	out <- e.renewal(ctx, patch, sent)
+func (e *Election) sendRenewal(ctx context.Context, leases kubeapi.Leases, patch renewPatch, sent time.Time, out chan<- renewal) {
+	out <- e.renewal(ctx, leases, patch, sent)
 }
 
 // renewal writes a fresh renewTime (sent) and returns the outcome.
-func (e *Election) renewal(ctx context.Context, patch renewPatch, sent time.Time) (r renewal) {
+func (e *Election) renewal(ctx context.Context, leases kubeapi.Leases, patch renewPatch, sent time.Time) (r renewal) {
 	r.sent = sent
 	defer func() {
 		if p := recover(); p != nil { // a failed renewal, not a dead host
@@ -642,7 +678,7 @@ func (e *Election) renewal(ctx context.Context, patch renewPatch, sent time.Time
 	// flight may extend that first.
 	ctx, cancel := context.WithDeadline(ctx, sent.Add(min(e.timing.RenewDeadline, requestTimeout)))
 	defer cancel()
-	r.got, r.err = e.api.leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
+	r.got, r.err = leases.Patch(ctx, e.key.Name, types.JSONPatchType, patch.at(sent), metav1.PatchOptions{})
 	return r
 }
 
@@ -659,7 +695,7 @@ func (e *Election) renewInline(ctx context.Context, patch renewPatch, sent time.
 	cut := sent.Add(inlineCut(e.timing))
 	ctx, cancel := context.WithDeadline(ctx, earliest(cut, until))
 	defer cancel()
-	r = e.renewal(ctx, patch, sent)
+	r = e.renewal(ctx, e.api.leases, patch, sent)
 	// Only our own deadline at the cut makes it slow: an answer of the API
 	// server (a refusal) that comes back late is still that answer.
 	if errors.Is(r.err, context.DeadlineExceeded) && !fromAPIServer(r.err) && ctx.Err() != nil &&

@@ -91,6 +91,9 @@ func (m *Manager) SetClient(c kubeapi.Client) bool {
 	}
 	m.api.kube = c
 	m.api.redial = &redialer{conns: c}
+	if u := c.Urgent(); u != nil {
+		m.api.redial.urgent = u
+	}
 	return true
 }
 
@@ -166,7 +169,7 @@ func (m *Manager) RunElectionWith(ns, name, identity string, t Timing, opts Elec
 	obs.expectRenewalsEvery(t.RetryPeriod)
 	var e *Election
 	e = newElection(key, identity, t, opts, electionParts{
-		leases: client.Leases(ns), obs: obs, clock: m.clock, stats: m.statsLocked(key), events: m.events.Use(client),
+		leases: client.Leases(ns), urgentLeases: urgentLeases(client, ns), obs: obs, clock: m.clock, stats: m.statsLocked(key), events: m.events.Use(client),
 		onEnd:       func() bool { return m.releaseObserver(key) },
 		candidates:  &m.candidates,
 		store:       func() candidateStore { return m.candidates.storeFor(client) }, // off the caller's thread: it may ask the server

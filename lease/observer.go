@@ -56,6 +56,8 @@ type observer struct {
 	// at: the relist that followed showed it again (the holder stopped
 	// renewing), so the same quiet is not suspected twice.
 	suspectedAt string
+	// listsGivenUp: lists in a row given up at their bound (listBound).
+	listsGivenUp int
 }
 
 func newObserver(leases kubeapi.Leases, name string, clk clock.WithDelayedExecution, resync time.Duration, highestToken int64, stats metricsSink) *observer {
@@ -385,11 +387,23 @@ func (o *observer) selector() string {
 // list reads the Lease (by a name-scoped list, which also yields a resource
 // version to watch from when it does not exist).
 func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
-	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	bound := o.listBound()
+	rctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	o.stats.ObserverRequest()
 	sent := o.seqNow()
 	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
+	o.mu.Lock()
+	givenUp := err != nil && rctx.Err() != nil && ctx.Err() == nil
+	if givenUp {
+		o.listsGivenUp++
+	} else if err == nil {
+		o.listsGivenUp = 0
+	}
+	o.mu.Unlock()
+	if givenUp {
+		return "", fmt.Errorf("list unanswered for %v, given up: %w", bound, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -405,6 +419,24 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 		o.applyList(nil, list.ResourceVersion, sent, loop)
 	}
 	return list.ResourceVersion, nil
+}
+
+// listBound is how long a list may go unanswered before it is given up
+// and listed again (after the loop's backoff): two retry periods of this
+// process's elections (renewEvery), doubled for each list given up in a
+// row, at most requestTimeout (without an election, requestTimeout). A
+// list hung at a frozen etcd member holds an API Priority and Fairness
+// seat until it ends: traced in the soak, standbys' relists held the
+// leader-election level's seats for 2 to 6.8 s while the leader's
+// renewals queued behind them until its term lapsed. The doubling waits
+// out a server slow rather than hung, in the end.
+func (o *observer) listBound() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.renewEvery == 0 {
+		return requestTimeout
+	}
+	return min(requestTimeout, 2*o.renewEvery<<min(o.listsGivenUp, 16))
 }
 
 // watch follows the Lease from rv until the server ends the watch (after

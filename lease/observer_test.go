@@ -859,3 +859,69 @@ func TestAQuietWatchOfAHeldLeaseIsSuspectedAndRelisted(t *testing.T) {
 		t.Fatalf("%d lists after a renewal then two retry periods of quiet; want 4", n)
 	}
 }
+
+// hangingLists is a Lease client whose first `hang` lists go unanswered
+// until their context ends (an API server whose etcd member froze), and
+// that records how long each list waited.
+type hangingLists struct {
+	coordclient.LeaseInterface
+	hang int
+
+	mu     sync.Mutex
+	waited []time.Duration
+}
+
+func (h *hangingLists) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	h.mu.Lock()
+	n := len(h.waited)
+	h.waited = append(h.waited, -1)
+	h.mu.Unlock()
+	start := time.Now()
+	if n < h.hang {
+		<-ctx.Done()
+		h.mu.Lock()
+		h.waited[n] = time.Since(start)
+		h.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	l, err := h.LeaseInterface.List(ctx, opts)
+	h.mu.Lock()
+	h.waited[n] = time.Since(start)
+	h.mu.Unlock()
+	return l, err
+}
+
+func (h *hangingLists) lists() []time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Duration(nil), h.waited...)
+}
+
+// A list that hangs (traced in the soak: standbys' relists of the Lease,
+// hung at a frozen etcd member, held API Priority and Fairness seats of the
+// leader-election level for 2 to 6.8 s while the leader's renewals queued
+// behind them) is given up after two retry periods of the process's
+// elections, not after the 10 s every request may take, and listed again;
+// each list given up in a row doubles the next one's bound (a server slow
+// rather than hung is waited for in the end). Without an election the
+// bound stays requestTimeout.
+func TestAnObserversHungListIsGivenUpAfterTwoRetryPeriods(t *testing.T) {
+	client := fake.NewClientset(testLease("l", "a", 1, time.Now(), 15))
+	h := &hangingLists{LeaseInterface: client.CoordinationV1().Leases("ns"), hang: 2}
+	o := newObserver(h, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	o.expectRenewalsEvery(50 * time.Millisecond)
+	o.start()
+	t.Cleanup(o.stop)
+	if !waitUntil(5*time.Second, func() bool { s := o.snapshot(); return s.synced && s.rec.holder == "a" }) {
+		t.Fatalf("not synced within 5 s with its first two lists hung (lists so far: %v)", h.lists())
+	}
+	got := h.lists()
+	if len(got) < 3 {
+		t.Fatalf("%d lists; want 3 (two given up, one answered)", len(got))
+	}
+	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
+		if got[i] < want || got[i] > want+time.Second {
+			t.Errorf("list %d was given up after %v; want %v", i+1, got[i], want)
+		}
+	}
+}

@@ -66,6 +66,12 @@ func (c clientset) CloseSilentConnections(time.Time) int { return 0 }
 // Connections is not known.
 func (c clientset) Connections() int { return -1 }
 
+// Urgent is nil: a clientset's connections are not dialled here.
+func (c clientset) Urgent() kubeapi.Client { return nil }
+
+// CloseIdleConnections leaves the clientset's transport as it is.
+func (c clientset) CloseIdleConnections() {}
+
 // CoreEvent is ev as the core/v1 Event it stands for.
 func CoreEvent(ev *kubeapi.Event) *corev1.Event {
 	return &corev1.Event{

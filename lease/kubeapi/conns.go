@@ -31,6 +31,11 @@ type conns struct {
 	// silent, nor hide a frozen one).
 	base time.Time
 
+	// urgent: the pool of an urgent client (Client.Urgent), whose
+	// closeSilent also closes a connection that received nothing past
+	// its handshake.
+	urgent bool
+
 	mu   sync.Mutex
 	live map[*conn]struct{}
 }
@@ -64,10 +69,21 @@ func (cs *conns) Dial(ctx context.Context, network, address string) (net.Conn, e
 // the connection for it) is silent too, however recently it was dialled,
 // once handshakeGrace has passed: a request that dialled it can be older
 // than the connection, and must not keep it.
+//
+// In an urgent pool, one dialled after since counts as silent when it
+// received nothing past handshakeGrace after its dial: a server that
+// answered the TLS handshake and froze just after (traced: a load balancer
+// put the redialled connection on the frozen server again) leaves bytes
+// younger than the request that dialled the connection, yet answers
+// nothing. A slow server looks the same, so the pool that carries the
+// requests the others wait for does not judge so (see Client.Urgent).
 func (cs *conns) closeSilent(since time.Time) int {
 	limit, fresh := cs.at(since), cs.at(cs.now().Add(-handshakeGrace))
 	return cs.closeIf(func(c *conn) bool {
-		last := c.lastRead.Load()
+		last, limit := c.lastRead.Load(), limit
+		if cs.urgent {
+			limit = max(limit, c.dialled+int64(handshakeGrace))
+		}
 		return last < limit && (last != 0 || c.dialled <= fresh)
 	})
 }

@@ -148,6 +148,9 @@ func TestACallersTransportHasNoConnectionsToClose(t *testing.T) {
 	if n, live := c.CloseSilentConnections(time.Now()), c.Connections(); n != 0 || live != -1 {
 		t.Fatalf("CloseSilentConnections = %d, Connections = %d; want 0, -1", n, live)
 	}
+	if u := c.Urgent(); u != nil {
+		t.Fatal("a client on the caller's transport has an urgent pool; want none (dialling anew is not ours to ask)")
+	}
 }
 
 // A connection dialled to a server that accepts and then answers nothing
@@ -223,4 +226,63 @@ func TestAConnectionThatNeverAnsweredIsSilent(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 
+}
+
+// A server that answered a connection's TLS handshake and then froze
+// (traced: a load balancer put a redialled connection on the frozen API
+// server again) leaves that connection bytes younger than the request
+// that dialled it. The client's own pool keeps it (a slow server looks the
+// same, and its answers must be waited for); the urgent pool, whose
+// requests go beside others, closes it once it received nothing past
+// handshakeGrace after its dial. The urgent pool is a pool of its own,
+// dialled only when used, and its idle connection is closed on request.
+func TestTheUrgentPoolClosesAConnectionThatAnsweredOnlyItsHandshake(t *testing.T) {
+	s := newFrozenServer(t)
+	c := clientOf(t, s)
+	u := c.Urgent()
+	if u == nil {
+		t.Fatal("no urgent pool on client-go's transport")
+	}
+	if n := u.Connections(); n != 0 {
+		t.Fatalf("the urgent pool holds %d connections before any request; want 0", n)
+	}
+	s.freeze(true)
+	for _, pool := range []struct {
+		name    string
+		client  Client
+		closing int
+	}{{"the client's own pool", c, 0}, {"the urgent pool", u, 1}} {
+		ctx, cancel := context.WithCancel(t.Context())
+		sent := time.Now()
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = pool.client.Leases("ns").Get(ctx, "l", metav1.GetOptions{})
+		}()
+		<-s.held // the connection answered its handshake: the request reached the handler
+		time.Sleep(handshakeGrace + 50*time.Millisecond)
+		if n := pool.client.CloseSilentConnections(sent); n != pool.closing {
+			t.Errorf("%s closed %d connections that answered only their handshake; want %d", pool.name, n, pool.closing)
+		}
+		cancel()
+		<-done
+	}
+	s.freeze(false)
+	if _, err := u.Leases("ns").Get(t.Context(), "l", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if nu, nc := u.Connections(), c.Connections(); nu != 1 || nc != 1 {
+		t.Fatalf("%d connections in the urgent pool, %d in the client's; want 1 and 1", nu, nc)
+	}
+	u.CloseIdleConnections()
+	deadline := time.Now().Add(5 * time.Second)
+	for u.Connections() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the urgent pool still holds %d connections 5 s after CloseIdleConnections", u.Connections())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := c.Connections(); n != 1 {
+		t.Fatalf("the client's pool holds %d connections after the urgent pool's were closed; want 1", n)
+	}
 }

@@ -57,8 +57,23 @@ type Client interface {
 	// 0 where the client does not dial its own connections.
 	CloseSilentConnections(since time.Time) int
 	// Connections is how many connections the client holds open (-1: not
-	// known, where it does not dial its own).
+	// known, where it does not dial its own); an Urgent client's are not
+	// counted.
 	Connections() int
+	// Urgent is a client on a connection pool of its own, dialled only
+	// when a request is sent on it, for requests that must not wait on a
+	// connection of this one that may hang (a leader's renewals when its
+	// term is about to lapse): behind a load balancer, its connection can
+	// reach another API server. Its CloseSilentConnections also counts
+	// silent a connection dialled after since that received nothing past
+	// its handshake (handshakeGrace): a server that froze just after
+	// answering it. That closes a connection to a merely slow server too,
+	// which only an urgent pool's requests, sent beside others, can
+	// afford. nil where the client does not dial its own connections.
+	Urgent() Client
+	// CloseIdleConnections closes the connections with no request in
+	// flight.
+	CloseIdleConnections()
 }
 
 // Leases is the subset of client-go's LeaseInterface that the library

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 )
@@ -47,12 +49,14 @@ func init() {
 // restClient is a Client on client-go's REST client: one HTTP client (one
 // connection pool) shared by the four API paths it uses.
 type restClient struct {
-	pings            bool           // see FindsDeadConnections
-	conns            *conns         // the connections it dialled; nil: a custom transport dials them
-	coordination     rest.Interface // /apis/coordination.k8s.io/v1
-	coordinationBeta rest.Interface // /apis/coordination.k8s.io/v1beta1
-	discovery        rest.Interface // /apis/discovery.k8s.io/v1 (EndpointSlices, JSON)
-	core             rest.Interface // /api/v1 (Events, Pods)
+	pings            bool              // see FindsDeadConnections
+	conns            *conns            // the connections it dialled; nil: a custom transport dials them
+	urgent           *restClient       // see Urgent; nil: none (a custom transport, or this is it)
+	transport        http.RoundTripper // the pool's, for CloseIdleConnections
+	coordination     rest.Interface    // /apis/coordination.k8s.io/v1
+	coordinationBeta rest.Interface    // /apis/coordination.k8s.io/v1beta1
+	discovery        rest.Interface    // /apis/discovery.k8s.io/v1 (EndpointSlices, JSON)
+	core             rest.Interface    // /api/v1 (Events, Pods)
 }
 
 // discoveryV1 is discovery.k8s.io/v1 (k8s.io/api/discovery/v1 is not
@@ -68,6 +72,21 @@ func New(cfg *rest.Config) (Client, error) {
 	if cfg == nil {
 		return nil, errors.New("nil rest config")
 	}
+	rc, err := newRESTClient(cfg, false)
+	if err != nil {
+		return nil, err
+	}
+	if rc.conns != nil {
+		if rc.urgent, err = newRESTClient(cfg, true); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
+}
+
+// newRESTClient is New's client on a connection pool of its own (an urgent
+// one: see Client.Urgent).
+func newRESTClient(cfg *rest.Config, urgent bool) (*restClient, error) {
 	var cs *conns
 	if cfg.Transport == nil {
 		// client-go's transport, on a dialer that keeps the connections
@@ -75,6 +94,7 @@ func New(cfg *rest.Config) (Client, error) {
 		// pool of its own: client-go shares one transport between configs
 		// with the same TLS settings, and a dialer.
 		cs = newConns(cfg.Dial)
+		cs.urgent = urgent
 		cfg = rest.CopyConfig(cfg)
 		cfg.Dial = cs.Dial
 	}
@@ -105,7 +125,7 @@ func New(cfg *rest.Config) (Client, error) {
 		}
 		return rest.RESTClientForConfigAndClient(c, httpClient)
 	}
-	rc := restClient{pings: pingsDeadConnections(cfg), conns: cs}
+	rc := restClient{pings: pingsDeadConnections(cfg), conns: cs, transport: httpClient.Transport}
 	if rc.coordination, err = forGroup(coordinationv1.SchemeGroupVersion, "/apis", runtime.ContentTypeProtobuf); err != nil {
 		return nil, err
 	}
@@ -119,6 +139,20 @@ func New(cfg *rest.Config) (Client, error) {
 		return nil, err
 	}
 	return &rc, nil
+}
+
+// Urgent is nil where the client does not dial its own connections: the
+// pool is then the caller's transport's, and dialling anew is not ours to
+// ask.
+func (c *restClient) Urgent() Client {
+	if c.urgent == nil {
+		return nil
+	}
+	return c.urgent
+}
+
+func (c *restClient) CloseIdleConnections() {
+	utilnet.CloseIdleConnectionsFor(c.transport)
 }
 
 func (c *restClient) FindsDeadConnections() bool { return c.pings }
