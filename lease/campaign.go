@@ -150,7 +150,7 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 				e.blocked(fmt.Errorf("cannot read lease %s: %w", e.key, snap.err))
 			}
 		}
-		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity, e.unansweredWrite())
+		act, until := decide(snap, e.clock.Now(), e.timing.LeaseDuration, e.identity, e.unansweredWrite(snap))
 		if act == actWait || act == actWaitSync && snap.err != nil {
 			e.recordCandidacy() // a standby now: its record costs the campaign nothing
 			e.leaveFirstRound()
@@ -179,8 +179,11 @@ func (e *Election) campaign(notify <-chan struct{}, started time.Time) error {
 		if permanent(err) {
 			return fmt.Errorf("cannot write lease %s: %w", e.key, err)
 		}
+		if e.ctx.Err() != nil {
+			return nil // cancelled (renewBeforeAnnouncing): Cancel releases what landed
+		}
 		delay := e.retryDelay(err, act, snap, retry, fixRetry)
-		if s := e.obs.snapshot(); s.synced && s.rec.isWrite(e.unansweredWrite()) {
+		if s := e.obs.snapshot(); s.synced && s.rec.isWrite(e.unansweredWrite(s)) {
 			// It landed: adopted at once the first time; when that keeps
 			// landing unanswered (a proxy that forwards, then fails), no
 			// faster than the backoff, whatever the watch reports.
@@ -231,7 +234,9 @@ func (e *Election) retryDelay(err error, act action, snap snapshot, retry, fixRe
 		}
 	default:
 		e.setAPIErr(err)
-		e.stats.APIError()
+		if !errors.Is(err, errNoTimeToServe) {
+			e.stats.APIError()
+		}
 		logf(LevelWarning, "lease %s: %s could not acquire: %v", e.key, e.identity, err)
 		if outcomeUnknown(err) {
 			e.refresh(snap.rec.resourceVersion) // it may have landed: decide on what the Lease says now
@@ -254,10 +259,16 @@ func (e *Election) sleep(d time.Duration) bool {
 }
 
 // unansweredWrite is the last acquisition of this candidacy that failed
-// without proof that it did not land (exists false: none).
-func (e *Election) unansweredWrite() record {
+// without proof that it did not land (exists false: none), or, when s
+// shows it, the renewal sent after it before announcing the term, which
+// failed the same way (renewBeforeAnnouncing): either is a write only
+// this candidacy makes.
+func (e *Election) unansweredWrite(s snapshot) record {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if s.rec.isWrite(e.term.unansweredRenewal) {
+		return e.term.unansweredRenewal
+	}
 	return e.term.unanswered
 }
 
@@ -314,49 +325,68 @@ func (e *Election) refresh(seen string) bool {
 // host would serve for milliseconds and then be told it lost (traced in
 // the soak: answered 2982 ms into a 3 s renew deadline, lost 10 ms after
 // "elected"). Nothing is announced until this answers in time; before
-// that the Lease is held but nobody serves, which is safe.
+// that the Lease is held but nobody serves, which is safe. The renewal is
+// urgent and goes as an urgent leader's do (the urgent pool: the client's
+// connection may hang where the acquisition did); a cancel cuts it short
+// (the release's compare-and-swap re-reads a Lease it changed).
 //
 // If it fails, or is itself answered with less than a retry period left,
 // the term is not announced and the campaign goes on: its next round
-// adopts the Lease (decide's actAdopt) when it shows this candidacy's
-// acquisition or this renewal, whichever unanswered names. Which of the
-// two landed is unknown after an unanswered renewal; the acquisition is
-// named, and a renewal that landed all the same is waited out as another
-// holder's record (a lease duration), as any record of ours not proven
-// to be this campaign's write.
+// adopts the Lease (decide's actAdopt) when it shows the acquisition or
+// this renewal (unansweredWrite), both writes only this candidacy makes.
 //
-// Its errors do not wrap the API server's: a refused test (422, Invalid:
-// another writer changed the Lease) is news of the Lease for the next
-// round, not a request of ours that is wrong (permanent).
+// A refused test (422, Invalid: another writer changed the Lease) is news
+// of the Lease for the next round, not a request of ours that is wrong
+// (permanent): it is not wrapped. Other API errors are, so that the
+// campaign reports what needs a fix (403, 401) as for an acquisition.
 func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64, acquiredWith time.Duration) (time.Time, error) {
 	patch, err := newRenewPatch(e.identity, e.incarnation, token, e.timing)
 	if err != nil {
 		return time.Time{}, err
 	}
 	sent := e.clock.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), min(requestTimeout, e.timing.RenewDeadline))
+	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
-	r := e.renewal(ctx, e.api.leases, patch, sent)
+	leases := e.api.leases
+	e.api.redial.urgencyBegins()
+	defer e.api.redial.urgencyOver()
+	if e.api.urgent != nil && e.api.redial.useUrgent(sent, e.timing.RetryPeriod) {
+		leases = e.api.urgent
+	}
+	r := e.renewal(ctx, leases, patch, sent)
 	if r.err == nil {
 		e.obs.apply(r.got, r.got.ResourceVersion)
+	} else if outcomeUnknown(r.err) && e.ctx.Err() == nil {
+		e.api.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal before announcing unanswered")
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	why := fmt.Sprintf("acquisition answered with %v of its validity left", acquiredWith.Round(time.Millisecond))
 	if r.err != nil {
-		e.term.unanswered = recordOf(got)
-		e.term.lastAPIErr = r.err
-		return time.Time{}, fmt.Errorf("acquisition answered with %v of its validity left; the renewal sent before announcing the term failed: %v",
-			acquiredWith.Round(time.Millisecond), r.err)
+		e.term.unanswered, e.term.unansweredRenewal = recordOf(got), record{}
+		if outcomeUnknown(r.err) {
+			landed := got.DeepCopy()
+			renewTime := metav1.NewMicroTime(sent)
+			landed.Spec.RenewTime = &renewTime
+			e.term.unansweredRenewal = recordOf(landed)
+		}
+		if apierrors.IsInvalid(r.err) {
+			return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term was refused: %v", why, r.err)
+		}
+		return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term failed: %w", why, r.err)
 	}
 	e.term.written = r.got
 	validUntil := sent.Add(e.timing.RenewDeadline)
 	if left := validUntil.Sub(e.clock.Now()); left < e.timing.RetryPeriod {
-		e.term.unanswered = recordOf(r.got)
-		return time.Time{}, fmt.Errorf("acquisition answered with %v of its validity left, and the renewal sent before announcing the term with %v",
-			acquiredWith.Round(time.Millisecond), left.Round(time.Millisecond))
+		e.term.unanswered, e.term.unansweredRenewal = recordOf(r.got), record{}
+		return time.Time{}, fmt.Errorf("%w: %s, and the renewal sent before announcing the term with %v", errNoTimeToServe, why, left.Round(time.Millisecond))
 	}
 	return validUntil, nil
 }
+
+// errNoTimeToServe: a write succeeded, too late to give the term a retry
+// period of validity (renewBeforeAnnouncing); no API error.
+var errNoTimeToServe = errors.New("no time to serve")
 
 // outcomeUnknown reports a write error that does not say whether the write
 // landed: no answer (a timeout, a connection lost) or a server error. (A
@@ -447,7 +477,7 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 		// It may have landed (see outcomeUnknown): adopted if the Lease
 		// shows it (decide), released by a cancel if it does (Cancel).
 		e.mu.Lock()
-		e.term.unanswered = recordOf(l)
+		e.term.unanswered, e.term.unansweredRenewal = recordOf(l), record{}
 		e.mu.Unlock()
 		if outcomeUnknown(err) {
 			// Unanswered: its connection may hang on a frozen API server,
@@ -458,21 +488,25 @@ func (e *Election) acquire(snap snapshot, act action, started, freeSince time.Ti
 	}
 	e.obs.apply(got, got.ResourceVersion)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.term.written = got // even if cancelled meanwhile: Cancel then releases it
-	e.term.unanswered = record{}
+	e.term.unanswered, e.term.unansweredRenewal = record{}, record{}
 	if e.term.phase != phaseCandidate {
+		e.mu.Unlock()
 		return nil
 	}
 	validUntil := sent.Add(e.timing.RenewDeadline)
 	if left := validUntil.Sub(e.clock.Now()); left < e.timing.RetryPeriod {
 		e.mu.Unlock()
-		validUntil, err = e.renewBeforeAnnouncing(got, token, left)
-		e.mu.Lock()
-		if err != nil || e.term.phase != phaseCandidate {
+		if validUntil, err = e.renewBeforeAnnouncing(got, token, left); err != nil {
 			return err
 		}
+		e.mu.Lock()
+		if e.term.phase != phaseCandidate {
+			e.mu.Unlock()
+			return nil
+		}
 	}
+	defer e.mu.Unlock()
 	e.term.phase, e.term.token = phaseLeader, token
 	if !create {
 		e.term.prevToken = prev

@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestDecide(t *testing.T) {
@@ -316,5 +319,34 @@ func TestAnAcquisitionAnsweredWithNoTimeToServeIsRenewedBeforeItIsAnnounced(t *t
 			t.Errorf("refused %v: %d acquisitions, losses %v; want 1 and none", refused, s.Election.Acquisitions, s.Election.Losses)
 		}
 		_ = m.Shutdown(5 * time.Second)
+	}
+}
+
+// The renewal sent before announcing a term may land unanswered: the
+// Lease then shows it, not the acquisition, and both are writes only this
+// candidacy makes. The next round adopts either.
+func TestARenewalBeforeAnnouncingThatLandedUnansweredIsAdopted(t *testing.T) {
+	clk := clocktesting.NewFakeClock(testNow)
+	leases := fake.NewClientset().CoordinationV1().Leases("ns")
+	obs := newObserver(leases, "l", clk, time.Minute, 0, &leaseStats{})
+	e := newElection(Key{"ns", "l"}, "a", unitTiming, ElectionOptions{}, electionParts{leases: leases, obs: obs, clock: clk, stats: &leaseStats{}})
+	acquisition := testLease("l", "a", 4, testNow, 15)
+	holdSpec(acquisition, e.identity, e.incarnation, 4, unitTiming, testNow, true)
+	renewal := acquisition.DeepCopy()
+	renewedAt := metav1.NewMicroTime(testNow.Add(2900 * time.Millisecond))
+	renewal.Spec.RenewTime = &renewedAt
+	e.term.unanswered, e.term.unansweredRenewal = recordOf(acquisition), recordOf(renewal)
+	for _, shown := range []*coordinationv1.Lease{acquisition, renewal} {
+		s := snapshot{synced: true, rec: recordOf(shown), highestToken: 4}
+		if act, _ := decide(s, clk.Now(), unitTiming.LeaseDuration, e.identity, e.unansweredWrite(s)); act != actAdopt {
+			t.Errorf("the Lease shows the write renewed at %v: %v; want %v", shown.Spec.RenewTime.Time, act, actAdopt)
+		}
+	}
+	other := renewal.DeepCopy()
+	otherAt := metav1.NewMicroTime(testNow.Add(5 * time.Second))
+	other.Spec.RenewTime = &otherAt
+	s := snapshot{synced: true, rec: recordOf(other), highestToken: 4}
+	if act, _ := decide(s, clk.Now(), unitTiming.LeaseDuration, e.identity, e.unansweredWrite(s)); act == actAdopt {
+		t.Error("a record of ours that is neither write was adopted")
 	}
 }

@@ -65,14 +65,24 @@ type urgentPool interface {
 // (renewUrgently), so that they do not wait on a connection of the
 // client's own pool that a round could not find silent: one the load
 // balancer put on the frozen server again, which answered its handshake
-// (see kubeapi's conns.closeSilent). Its connections are dialled under the
-// same pace: a dial, or a round that closed one, counts as a round.
+// (see kubeapi's conns.closeSilent). It has a pace of its own, so that its
+// rounds never hold back the client pool's, which the pace's renewals
+// need: a round there is a close and the dial that follows (or a dial
+// into the empty pool), at most one per period. While leaders are urgent
+// the process may so dial two connections per retry period, one per
+// pool; otherwise one. The pool is emptied of idle connections once no
+// leader of the process is urgent.
 type redialer struct {
 	conns  silentCloser
 	urgent urgentPool
 
 	mu   sync.Mutex
-	last time.Time // the last round that closed or dialled something, by the asker's clock
+	last time.Time // the last round that closed something, by the asker's clock
+	// urgentRound: when the urgent pool's last round began (its dial made:
+	// urgentDialled); urgentUsers: the leaders urgent now.
+	urgentRound   time.Time
+	urgentDialled bool
+	urgentUsers   int
 }
 
 // leaseAPI is how an election reaches its Lease.
@@ -97,47 +107,85 @@ func (r *redialer) closeSilent(since, now time.Time, period time.Duration, why s
 }
 
 // closeSilentUrgent is closeSilent for the urgent pool, whose rule also
-// finds silent a connection that received nothing past its handshake.
+// finds silent a connection that received nothing past its handshake. A
+// round that closed something begins one of the urgent pool's rounds,
+// whose dial then follows at once (useUrgent).
 func (r *redialer) closeSilentUrgent(since, now time.Time, period time.Duration, why string) {
 	if r == nil || r.urgent == nil {
 		return
 	}
-	r.round(now, period, why+" (urgent pool)", now.Sub(since), func() int { return r.urgent.CloseSilentConnections(since) })
+	r.mu.Lock()
+	if within(r.urgentRound, now, period) {
+		r.mu.Unlock()
+		return
+	}
+	n := r.urgent.CloseSilentConnections(since)
+	if n > 0 {
+		r.urgentRound, r.urgentDialled = now, false
+	}
+	r.mu.Unlock()
+	if n > 0 {
+		logf(LevelWarning, "%s: closed %d connection(s) of the urgent pool that answered nothing for %v, or nothing past their handshake; the next urgent renewal dials anew",
+			why, n, now.Sub(since).Round(time.Millisecond))
+	}
 }
 
 // useUrgent reports whether an urgent renewal goes through the urgent
-// pool: while it holds a connection, or when the pace allows the dial
-// that sending one there makes (which then counts as a round). Otherwise
-// the renewal goes through the client's own pool.
+// pool: while it holds a connection, or when its pace allows the dial
+// that sending one there makes. Otherwise the renewal goes through the
+// client's own pool.
 func (r *redialer) useUrgent(now time.Time, period time.Duration) bool {
 	if r == nil || r.urgent == nil {
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.urgent.Connections() > 0 {
-		return true
-	}
-	if !r.last.IsZero() && now.Sub(r.last) < period && !now.Before(r.last) {
+	switch {
+	case r.urgent.Connections() > 0:
+	case !within(r.urgentRound, now, period):
+		r.urgentRound, r.urgentDialled = now, true
+	case !r.urgentDialled:
+		r.urgentDialled = true // the dial of the round a close began
+	default:
 		return false
 	}
-	r.last = now
 	return true
 }
 
-// urgencyOver closes the urgent pool's connections with nothing in flight:
-// a leader no longer urgent is back to the client's one connection.
-// Another leader's urgent renewal in flight keeps its connection.
+// within reports whether now lies in the period that began at start
+// (never when start is zero; a clock that went back ends it).
+func within(start, now time.Time, period time.Duration) bool {
+	return !start.IsZero() && now.Sub(start) < period && !now.Before(start)
+}
+
+// urgencyBegins counts a leader that turned urgent; urgencyOver counts it
+// out, and once none is urgent closes the urgent pool's connections with
+// nothing in flight: the process is back to the client's one connection.
+func (r *redialer) urgencyBegins() {
+	if r == nil || r.urgent == nil {
+		return
+	}
+	r.mu.Lock()
+	r.urgentUsers++
+	r.mu.Unlock()
+}
+
 func (r *redialer) urgencyOver() {
 	if r == nil || r.urgent == nil {
 		return
 	}
-	r.urgent.CloseIdleConnections()
+	r.mu.Lock()
+	r.urgentUsers--
+	idle := r.urgentUsers == 0
+	r.mu.Unlock()
+	if idle {
+		r.urgent.CloseIdleConnections()
+	}
 }
 
 func (r *redialer) round(now time.Time, period time.Duration, why string, silentFor time.Duration, closeConns func() int) (int, time.Time) {
 	r.mu.Lock()
-	if !r.last.IsZero() && now.Sub(r.last) < period && !now.Before(r.last) {
+	if within(r.last, now, period) {
 		next := r.last.Add(period)
 		r.mu.Unlock()
 		return 0, next

@@ -74,6 +74,7 @@ type modelConn struct {
 	lastRead time.Time
 	frozen   bool
 	closed   chan struct{}
+	inFlight int
 }
 
 // modelConns is a client's pool behind a load balancer: every renewal
@@ -132,7 +133,13 @@ func (m *modelConns) Patch(ctx context.Context, name string, pt types.PatchType,
 	c := m.current()
 	m.mu.Lock()
 	frozen := c.frozen && (len(m.conns) > 1 || time.Now().After(m.after))
+	c.inFlight++
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		c.inFlight--
+		m.mu.Unlock()
+	}()
 	if frozen {
 		select {
 		case <-ctx.Done():
@@ -165,23 +172,23 @@ func (m *modelConns) close(silent func(c *modelConn) bool) int {
 // shorter than a round's pace here anyway).
 func (m *modelConns) CloseSilentConnections(since time.Time) int {
 	return m.close(func(c *modelConn) bool {
-		if m.urgent && c.dialled.Add(handshakeGraceModel).After(since) {
-			since = c.dialled.Add(handshakeGraceModel)
+		limit := since
+		if m.urgent && c.dialled.Add(handshakeGraceModel).After(since) && time.Since(c.dialled) >= handshakeGraceModel {
+			limit = c.dialled.Add(handshakeGraceModel)
 		}
-		return c.lastRead.Before(since)
+		return c.lastRead.Before(limit)
 	})
 }
 
 // handshakeGraceModel is kubeapi's handshakeGrace.
 const handshakeGraceModel = 250 * time.Millisecond
 
-// CloseIdleConnections closes the connections with nothing in flight: in
-// the model, those whose server answers.
+// CloseIdleConnections closes the connections with nothing in flight.
 func (m *modelConns) CloseIdleConnections() {
 	m.mu.Lock()
 	m.idleClosed++
 	m.mu.Unlock()
-	m.close(func(c *modelConn) bool { return !c.frozen })
+	m.close(func(c *modelConn) bool { return c.inFlight == 0 })
 }
 
 func (m *modelConns) Connections() int {
@@ -238,6 +245,11 @@ func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testin
 	}
 }
 
+// soakRatioTiming is the HA soak's 4/3/0.5 s at half the scale: the pace's
+// pipeline fills (and gives its oldest renewal up) only after most of the
+// renew deadline, as there.
+var soakRatioTiming = Timing{LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 250 * time.Millisecond}
+
 // The traced loss of the soak hour: a round closed the connection a
 // renewal hung on, and the load balancer put the new one on the frozen API
 // server again, which answered its TLS handshake and froze just after.
@@ -258,7 +270,7 @@ func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testin
 	obs.start()
 	t.Cleanup(obs.stop)
 	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
+	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", soakRatioTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.api.redial = &redialer{conns: m, urgent: urgent}
 	e.api.urgent = urgent
 	e.start()
@@ -288,5 +300,70 @@ func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testin
 	})
 	if leads, _, _ := e.IsLeader(); !leads {
 		t.Fatalf("the leader lost its term: %+v", statsOf(stats).Election)
+	}
+}
+
+// urgentPoolLog is an urgent pool whose connection count the test sets,
+// recording its rounds and idle closes.
+type urgentPoolLog struct {
+	closerLog
+	live, idleCloses int
+}
+
+func (u *urgentPoolLog) Connections() int      { return u.live }
+func (u *urgentPoolLog) CloseIdleConnections() { u.idleCloses++ }
+
+// The urgent pool has a pace of its own: its dial never holds back the
+// client pool's round (which the pace's renewals need), nor the reverse;
+// a round of its own is a close and the dial that follows, at most one
+// per period. Its idle connections are closed once no leader of the
+// process is urgent, not when one of several stops being so.
+func TestTheUrgentPoolsPaceAndLifeAreItsOwn(t *testing.T) {
+	u := &urgentPoolLog{}
+	r := &redialer{conns: &closerLog{}, urgent: u}
+	t0, period := testNow, time.Second
+	if n, _ := r.closeSilent(t0, t0, period, "test"); n != 1 {
+		t.Fatal("the client pool's round was refused")
+	}
+	if !r.useUrgent(t0.Add(10*time.Millisecond), period) {
+		t.Fatal("the urgent pool's first dial was refused by the client pool's round")
+	}
+	if r.useUrgent(t0.Add(20*time.Millisecond), period) {
+		t.Fatal("a second dial into the empty urgent pool within the period was allowed")
+	}
+	u.live = 1
+	if !r.useUrgent(t0.Add(30*time.Millisecond), period) {
+		t.Fatal("the urgent pool's connection was not used")
+	}
+	u.live = 0
+	r.closeSilentUrgent(t0, t0.Add(500*time.Millisecond), period, "test")
+	if n := len(u.sinces()); n != 0 {
+		t.Fatalf("the urgent pool closed within its round's period (%d rounds)", n)
+	}
+	u.live = 1
+	r.closeSilentUrgent(t0, t0.Add(1100*time.Millisecond), period, "test") // closes (closerLog closes 1)
+	u.live = 0
+	if n := len(u.sinces()); n != 1 {
+		t.Fatalf("%d urgent rounds after the period; want 1", n)
+	}
+	if !r.useUrgent(t0.Add(1110*time.Millisecond), period) {
+		t.Fatal("the dial that follows the urgent pool's close was refused")
+	}
+	if r.useUrgent(t0.Add(1120*time.Millisecond), period) {
+		t.Fatal("a second dial in the round of a close was allowed")
+	}
+	if n, _ := r.closeSilent(t0, t0.Add(1130*time.Millisecond), period, "test"); n != 1 {
+		t.Fatal("the urgent pool's round held back the client pool's")
+	}
+
+	r.urgencyBegins()
+	r.urgencyBegins()
+	r.urgencyOver()
+	if u.idleCloses != 0 {
+		t.Fatal("the urgent pool's idle connections were closed while a leader is still urgent")
+	}
+	r.urgencyOver()
+	if u.idleCloses != 1 {
+		t.Fatalf("%d idle closes once no leader is urgent; want 1", u.idleCloses)
 	}
 }

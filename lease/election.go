@@ -65,8 +65,12 @@ type termState struct {
 	// it did not land (campaign.go): a cancel with no write of ours
 	// answered reads the Lease and releases it if it names us.
 	unanswered record
-	lastAPIErr error
-	prevToken  int64 // the token of the term before this one on the Lease (0: none known)
+	// unansweredRenewal is the renewal sent before announcing a term
+	// (renewBeforeAnnouncing) that failed without proof that it did not
+	// land, as it would show on the Lease.
+	unansweredRenewal record
+	lastAPIErr        error
+	prevToken         int64 // the token of the term before this one on the Lease (0: none known)
 }
 
 // ending is how an election ends: a cancel, or the first reason of end.

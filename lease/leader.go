@@ -131,6 +131,7 @@ func (e *Election) lead() error {
 			wake, urgent = left-urgentWithin(e.timing), false
 		} else if !urgent {
 			urgent = true
+			e.api.redial.urgencyBegins()
 			extra.Reset(0)
 		}
 		deadline := e.clock.NewTimer(wake)

@@ -352,7 +352,13 @@ func (o *observer) run(ctx context.Context, loop uint64) {
 			rv = "" // too old to resume: list again
 			continue
 		}
-		o.failed(err, loop)
+		if errors.Is(err, errListGivenUp) {
+			// No news of the API server yet, and none of the Lease: what
+			// waits for the view (GetHolder) waits for the next list.
+			logf(LevelInfo, "following lease %s: %v (listing again)", o.name, err)
+		} else {
+			o.failed(err, loop)
+		}
 		select {
 		case <-ctx.Done():
 		case <-o.clock.After(backoff.next()):
@@ -402,7 +408,7 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	}
 	o.mu.Unlock()
 	if givenUp {
-		return "", fmt.Errorf("list unanswered for %v, given up: %w", bound, err)
+		return "", fmt.Errorf("%w after %v: %v", errListGivenUp, bound, err)
 	}
 	if err != nil {
 		return "", err
@@ -420,6 +426,9 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	}
 	return list.ResourceVersion, nil
 }
+
+// errListGivenUp: a list went unanswered for its bound (listBound).
+var errListGivenUp = errors.New("list unanswered, given up")
 
 // listBound is how long a list may go unanswered before it is given up
 // and listed again (after the loop's backoff): two retry periods of this

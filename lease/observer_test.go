@@ -912,6 +912,14 @@ func TestAnObserversHungListIsGivenUpAfterTwoRetryPeriods(t *testing.T) {
 	o.expectRenewalsEvery(50 * time.Millisecond)
 	o.start()
 	t.Cleanup(o.stop)
+	// A list given up is no news of the API server: what waits for the
+	// view (GetHolder) goes on waiting, no error is reported.
+	if !waitUntil(5*time.Second, func() bool { return len(h.lists()) >= 2 }) {
+		t.Fatal("no second list within 5 s")
+	}
+	if err := o.snapshot().err; err != nil {
+		t.Errorf("a list given up was reported as the view's error: %v", err)
+	}
 	if !waitUntil(5*time.Second, func() bool { s := o.snapshot(); return s.synced && s.rec.holder == "a" }) {
 		t.Fatalf("not synced within 5 s with its first two lists hung (lists so far: %v)", h.lists())
 	}
@@ -919,9 +927,29 @@ func TestAnObserversHungListIsGivenUpAfterTwoRetryPeriods(t *testing.T) {
 	if len(got) < 3 {
 		t.Fatalf("%d lists; want 3 (two given up, one answered)", len(got))
 	}
+	// Waits are measured inside List, a little after the bound started.
 	for i, want := range []time.Duration{100 * time.Millisecond, 200 * time.Millisecond} {
-		if got[i] < want || got[i] > want+time.Second {
+		if got[i] < want-20*time.Millisecond || got[i] > want+time.Second {
 			t.Errorf("list %d was given up after %v; want %v", i+1, got[i], want)
 		}
+	}
+}
+
+// An observer with no election on the Lease (a holder watch) does not
+// know how often the holder renews: its lists keep the bound of every
+// request.
+func TestAListBoundWithoutAnElectionIsTheRequestTimeout(t *testing.T) {
+	o := newObserver(fake.NewClientset().CoordinationV1().Leases("ns"), "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	if got := o.listBound(); got != requestTimeout {
+		t.Fatalf("list bound %v without an election; want %v", got, requestTimeout)
+	}
+	o.expectRenewalsEvery(2 * time.Second)
+	o.listsGivenUp = 1
+	if got := o.listBound(); got != 8*time.Second {
+		t.Fatalf("list bound %v at a 2 s retry period after one list given up; want 8s", got)
+	}
+	o.listsGivenUp = 5
+	if got := o.listBound(); got != requestTimeout {
+		t.Fatalf("list bound %v after five given up; want at most %v", got, requestTimeout)
 	}
 }

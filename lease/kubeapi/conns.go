@@ -81,7 +81,11 @@ func (cs *conns) closeSilent(since time.Time) int {
 	limit, fresh := cs.at(since), cs.at(cs.now().Add(-handshakeGrace))
 	return cs.closeIf(func(c *conn) bool {
 		last, limit := c.lastRead.Load(), limit
-		if cs.urgent {
+		if cs.urgent && c.dialled <= fresh {
+			// Its handshake had its grace: bytes within it were the
+			// handshake's (or an answer as fast, which then counts as
+			// the handshake's: a close costs this pool a dial, nothing
+			// more).
 			limit = max(limit, c.dialled+int64(handshakeGrace))
 		}
 		return last < limit && (last != 0 || c.dialled <= fresh)
