@@ -335,10 +335,11 @@ func (e *Election) refresh(seen string) bool {
 // adopts the Lease (decide's actAdopt) when it shows the acquisition or
 // this renewal (unansweredWrite), both writes only this candidacy makes.
 //
-// A refused test (422, Invalid: another writer changed the Lease) is news
-// of the Lease for the next round, not a request of ours that is wrong
-// (permanent): it is not wrapped. Other API errors are, so that the
-// campaign reports what needs a fix (403, 401) as for an acquisition.
+// Only what needs a fix (403, 401) is wrapped, so that the campaign
+// reports it as for an acquisition; a refused test (422, Invalid: another
+// writer changed the Lease) or a 404 (deleted since) is news of the Lease
+// for the next round, not a request of ours that is wrong (permanent) nor
+// a namespace missing (needsFix on a create).
 func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64, acquiredWith time.Duration) (time.Time, error) {
 	patch, err := newRenewPatch(e.identity, e.incarnation, token, e.timing)
 	if err != nil {
@@ -347,17 +348,21 @@ func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64,
 	sent := e.clock.Now()
 	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
-	leases := e.api.leases
+	leases, throughUrgent := e.api.leases, false
 	e.api.redial.urgencyBegins()
 	defer e.api.redial.urgencyOver()
 	if e.api.urgent != nil && e.api.redial.useUrgent(sent, e.timing.RetryPeriod) {
-		leases = e.api.urgent
+		leases, throughUrgent = e.api.urgent, true
 	}
 	r := e.renewal(ctx, leases, patch, sent)
-	if r.err == nil {
+	switch why := "lease " + e.key.String() + ": renewal before announcing unanswered"; {
+	case r.err == nil:
 		e.obs.apply(r.got, r.got.ResourceVersion)
-	} else if outcomeUnknown(r.err) && e.ctx.Err() == nil {
-		e.api.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, "lease "+e.key.String()+": renewal before announcing unanswered")
+	case !outcomeUnknown(r.err) || e.ctx.Err() != nil:
+	case throughUrgent:
+		e.api.redial.closeSilentUrgent(sent, e.clock.Now(), e.timing.RetryPeriod, why)
+	default:
+		e.api.redial.closeSilent(sent, e.clock.Now(), e.timing.RetryPeriod, why)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -370,10 +375,10 @@ func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64,
 			landed.Spec.RenewTime = &renewTime
 			e.term.unansweredRenewal = recordOf(landed)
 		}
-		if apierrors.IsInvalid(r.err) {
-			return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term was refused: %v", why, r.err)
+		if apierrors.IsForbidden(r.err) || apierrors.IsUnauthorized(r.err) {
+			return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term failed: %w", why, r.err)
 		}
-		return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term failed: %w", why, r.err)
+		return time.Time{}, fmt.Errorf("%s; the renewal sent before announcing the term failed: %v", why, r.err)
 	}
 	e.term.written = r.got
 	validUntil := sent.Add(e.timing.RenewDeadline)

@@ -47,6 +47,7 @@ type urgentPool interface {
 	silentCloser
 	Connections() int
 	CloseIdleConnections()
+	CloseConnections()
 }
 
 // redialer closes the connections of a Manager's client that received
@@ -71,7 +72,9 @@ type urgentPool interface {
 // into the empty pool), at most one per period. While leaders are urgent
 // the process may so dial two connections per retry period, one per
 // pool; otherwise one. The pool is emptied of idle connections once no
-// leader of the process is urgent.
+// leader of the process is urgent, and of all its connections when one
+// turns urgent again: a connection kept busy past the end of urgency (an
+// extra hung on a frozen server) must not take the next urgent renewals.
 type redialer struct {
 	conns  silentCloser
 	urgent urgentPool
@@ -158,15 +161,21 @@ func within(start, now time.Time, period time.Duration) bool {
 	return !start.IsZero() && now.Sub(start) < period && !now.Before(start)
 }
 
-// urgencyBegins counts a leader that turned urgent; urgencyOver counts it
-// out, and once none is urgent closes the urgent pool's connections with
-// nothing in flight: the process is back to the client's one connection.
+// urgencyBegins counts a leader that turned urgent; the first closes what
+// the urgent pool kept from an earlier urgency (renewals nobody waits for
+// any more; see redialer). urgencyOver counts it out, and once none is
+// urgent closes the urgent pool's connections with nothing in flight: the
+// process is back to the client's one connection.
 func (r *redialer) urgencyBegins() {
 	if r == nil || r.urgent == nil {
 		return
 	}
 	r.mu.Lock()
 	r.urgentUsers++
+	first := r.urgentUsers == 1
+	if first {
+		r.urgent.CloseConnections() // under the lock: before any useUrgent of this urgency
+	}
 	r.mu.Unlock()
 }
 
@@ -175,7 +184,7 @@ func (r *redialer) urgencyOver() {
 		return
 	}
 	r.mu.Lock()
-	r.urgentUsers--
+	r.urgentUsers = max(0, r.urgentUsers-1)
 	idle := r.urgentUsers == 0
 	r.mu.Unlock()
 	if idle {

@@ -183,6 +183,9 @@ func (m *modelConns) CloseSilentConnections(since time.Time) int {
 // handshakeGraceModel is kubeapi's handshakeGrace.
 const handshakeGraceModel = 250 * time.Millisecond
 
+// CloseConnections closes them all.
+func (m *modelConns) CloseConnections() { m.close(func(*modelConn) bool { return true }) }
+
 // CloseIdleConnections closes the connections with nothing in flight.
 func (m *modelConns) CloseIdleConnections() {
 	m.mu.Lock()
@@ -295,9 +298,14 @@ func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testin
 	// The pace's renewals hang on connection 2 until the oldest is given
 	// up; a round then finds it silent, and the next renewal dials
 	// connection 4, which answers: the leader is no longer urgent.
-	eventually(t, 5*time.Second, "the urgent pool's connection closed once no longer urgent", func() bool {
-		return urgent.Connections() == 0
+	eventually(t, 5*time.Second, "the urgent pool's idle connections closed once no longer urgent", func() bool {
+		urgent.mu.Lock()
+		defer urgent.mu.Unlock()
+		return urgent.idleClosed > 0
 	})
+	if n := urgent.Connections(); n > 1 {
+		t.Errorf("the urgent pool holds %d connections once no longer urgent; want at most 1 (an extra's still in flight)", n)
+	}
 	if leads, _, _ := e.IsLeader(); !leads {
 		t.Fatalf("the leader lost its term: %+v", statsOf(stats).Election)
 	}
@@ -307,17 +315,21 @@ func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testin
 // recording its rounds and idle closes.
 type urgentPoolLog struct {
 	closerLog
-	live, idleCloses int
+	live, idleCloses, closes int
 }
 
 func (u *urgentPoolLog) Connections() int      { return u.live }
 func (u *urgentPoolLog) CloseIdleConnections() { u.idleCloses++ }
+func (u *urgentPoolLog) CloseConnections()     { u.closes++ }
 
 // The urgent pool has a pace of its own: its dial never holds back the
 // client pool's round (which the pace's renewals need), nor the reverse;
 // a round of its own is a close and the dial that follows, at most one
 // per period. Its idle connections are closed once no leader of the
-// process is urgent, not when one of several stops being so.
+// process is urgent, not when one of several stops being so; all of them
+// when a leader turns urgent with none urgent before (a connection kept
+// busy past an earlier urgency, by a renewal hung on a frozen server,
+// must not take the new urgency's renewals).
 func TestTheUrgentPoolsPaceAndLifeAreItsOwn(t *testing.T) {
 	u := &urgentPoolLog{}
 	r := &redialer{conns: &closerLog{}, urgent: u}
@@ -358,6 +370,9 @@ func TestTheUrgentPoolsPaceAndLifeAreItsOwn(t *testing.T) {
 
 	r.urgencyBegins()
 	r.urgencyBegins()
+	if u.closes != 1 {
+		t.Fatalf("%d closes of the whole pool as two leaders turned urgent; want 1 (the first)", u.closes)
+	}
 	r.urgencyOver()
 	if u.idleCloses != 0 {
 		t.Fatal("the urgent pool's idle connections were closed while a leader is still urgent")
@@ -365,5 +380,10 @@ func TestTheUrgentPoolsPaceAndLifeAreItsOwn(t *testing.T) {
 	r.urgencyOver()
 	if u.idleCloses != 1 {
 		t.Fatalf("%d idle closes once no leader is urgent; want 1", u.idleCloses)
+	}
+	r.urgencyOver() // one too many (a panic between the count and the close): no harm
+	r.urgencyBegins()
+	if u.closes != 2 {
+		t.Fatalf("%d closes of the whole pool; want 2 (the next urgency's first leader closes what the last left)", u.closes)
 	}
 }

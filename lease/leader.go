@@ -106,6 +106,7 @@ func (e *Election) lead() error {
 	urgent := false
 	defer func() {
 		if urgent {
+			urgent = false
 			e.api.redial.urgencyOver()
 		}
 	}()
@@ -126,9 +127,10 @@ func (e *Election) lead() error {
 		if left > urgentWithin(e.timing) {
 			if urgent {
 				extra.Stop()
+				urgent = false
 				e.api.redial.urgencyOver()
 			}
-			wake, urgent = left-urgentWithin(e.timing), false
+			wake = left - urgentWithin(e.timing)
 		} else if !urgent {
 			urgent = true
 			e.api.redial.urgencyBegins()

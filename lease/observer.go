@@ -397,7 +397,7 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	rctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	o.stats.ObserverRequest()
-	sent := o.seqNow()
+	sent, sentAt := o.seqNow(), o.clock.Now()
 	list, err := o.leases.List(rctx, metav1.ListOptions{FieldSelector: o.selector()})
 	o.mu.Lock()
 	givenUp := err != nil && rctx.Err() != nil && ctx.Err() == nil
@@ -408,6 +408,19 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	}
 	o.mu.Unlock()
 	if givenUp {
+		// Its connection may hang (a frozen API server): the next list
+		// would wait on it too. At the longest bound it is an error like
+		// any (a campaign waiting for its first view hears of it).
+		o.mu.Lock()
+		period := o.renewEvery
+		o.mu.Unlock()
+		if period == 0 {
+			period = bound / 5
+		}
+		o.redial.closeSilent(sentAt, o.clock.Now(), period, "following lease "+o.name+": list unanswered")
+		if bound >= requestTimeout {
+			return "", err
+		}
 		return "", fmt.Errorf("%w after %v: %v", errListGivenUp, bound, err)
 	}
 	if err != nil {

@@ -909,6 +909,8 @@ func TestAnObserversHungListIsGivenUpAfterTwoRetryPeriods(t *testing.T) {
 	client := fake.NewClientset(testLease("l", "a", 1, time.Now(), 15))
 	h := &hangingLists{LeaseInterface: client.CoordinationV1().Leases("ns"), hang: 2}
 	o := newObserver(h, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
+	closer := &closerLog{}
+	o.redial = &redialer{conns: closer}
 	o.expectRenewalsEvery(50 * time.Millisecond)
 	o.start()
 	t.Cleanup(o.stop)
@@ -922,6 +924,11 @@ func TestAnObserversHungListIsGivenUpAfterTwoRetryPeriods(t *testing.T) {
 	}
 	if !waitUntil(5*time.Second, func() bool { s := o.snapshot(); return s.synced && s.rec.holder == "a" }) {
 		t.Fatalf("not synced within 5 s with its first two lists hung (lists so far: %v)", h.lists())
+	}
+	// Each list given up closes the connections silent since it was sent
+	// (its server may be frozen), one round per two retry periods at most.
+	if rounds := closer.sinces(); len(rounds) == 0 {
+		t.Error("no connection round after a list was given up")
 	}
 	got := h.lists()
 	if len(got) < 3 {

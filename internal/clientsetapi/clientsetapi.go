@@ -69,8 +69,11 @@ func (c clientset) Connections() int { return -1 }
 // Urgent is nil: a clientset's connections are not dialled here.
 func (c clientset) Urgent() kubeapi.Client { return nil }
 
-// CloseIdleConnections leaves the clientset's transport as it is.
+// CloseIdleConnections and CloseConnections leave the clientset's
+// transport as it is.
 func (c clientset) CloseIdleConnections() {}
+
+func (c clientset) CloseConnections() {}
 
 // CoreEvent is ev as the core/v1 Event it stands for.
 func CoreEvent(ev *kubeapi.Event) *corev1.Event {

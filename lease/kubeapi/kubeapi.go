@@ -72,8 +72,10 @@ type Client interface {
 	// afford. nil where the client does not dial its own connections.
 	Urgent() Client
 	// CloseIdleConnections closes the connections with no request in
-	// flight.
+	// flight; CloseConnections closes them all, failing what is in
+	// flight on them.
 	CloseIdleConnections()
+	CloseConnections()
 }
 
 // Leases is the subset of client-go's LeaseInterface that the library

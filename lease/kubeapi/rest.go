@@ -155,6 +155,12 @@ func (c *restClient) CloseIdleConnections() {
 	utilnet.CloseIdleConnectionsFor(c.transport)
 }
 
+func (c *restClient) CloseConnections() {
+	if c.conns != nil {
+		c.conns.closeIf(func(*conn) bool { return true })
+	}
+}
+
 func (c *restClient) FindsDeadConnections() bool { return c.pings }
 
 func (c *restClient) CloseSilentConnections(since time.Time) int {
