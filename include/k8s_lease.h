@@ -159,7 +159,10 @@ int K8sLeaseRunElectionWith(const char* ns, const char* leaseName, const char* i
 
 /*
  * K8sLeaseWaitElectedMsId - block until the election leads, for at most
- * timeoutMs (> 0). On success *fencingToken is the term's fencing token.
+ * timeoutMs (> 0). On success *fencingToken is the term's fencing token,
+ * and the term has at least a retry period of validity left (an
+ * acquisition the API server answered later than that is renewed before
+ * it is announced).
  * When the timeout passes the candidacy is CANCELLED (so do not poll with
  * short timeouts: wait on a thread, and end a wait early with
  * K8sLeaseCancelElectionId from another). Errors an operator cures while

@@ -212,21 +212,22 @@ func (m *modelConns) dialled() int {
 	return len(m.conns)
 }
 
-// The connection a round dials can land on the frozen API server again (a
-// load balancer picks one per connection): the renewal that dialled it is
-// older than the connection, yet the connection must be found silent at
-// the next round. Connections 1 and 2 are frozen, 3 answers: the leader
-// keeps its lease.
-func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testing.T) {
-	client := fake.NewClientset()
-	m := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: func(k int) bool { return k <= 2 }, after: time.Now().Add(time.Hour)}
+// freezeUnderLeader elects a leader whose renewals go through m (its
+// urgent ones through urgent, unless nil), freezes the API server of m's
+// connection 1 once a renewal was answered on it, and reports whether a
+// renewal was answered within 5 s after.
+func freezeUnderLeader(t *testing.T, m, urgent *modelConns, timing Timing) (e *Election, stats *leaseStats, renewedAfter bool) {
+	t.Helper()
 	m.current() // connection 1, the acquisition's
 	obs := newObserver(m, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
 	obs.start()
 	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", fastUnitTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
+	stats = &leaseStats{}
+	e = newElection(Key{Namespace: "ns", Name: "l"}, "me", timing, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
 	e.api.redial = &redialer{conns: m}
+	if urgent != nil {
+		e.api.redial.urgent, e.api.urgent = urgent, urgent
+	}
 	e.start()
 	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
 	if _, err := e.WaitElected(5 * time.Second); err != nil {
@@ -238,7 +239,18 @@ func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testin
 	m.after = time.Now() // connection 1's API server freezes
 	m.mu.Unlock()
 	renewed = statsOf(stats).Election.Renewals
-	ok := waitUntil(5*time.Second, func() bool { return statsOf(stats).Election.Renewals > renewed })
+	return e, stats, waitUntil(5*time.Second, func() bool { return statsOf(stats).Election.Renewals > renewed })
+}
+
+// The connection a round dials can land on the frozen API server again (a
+// load balancer picks one per connection): the renewal that dialled it is
+// older than the connection, yet the connection must be found silent at
+// the next round. Connections 1 and 2 are frozen, 3 answers: the leader
+// keeps its lease.
+func TestARenewalsFreshConnectionThatLandsOnTheFrozenServerIsClosedToo(t *testing.T) {
+	client := fake.NewClientset()
+	m := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: func(k int) bool { return k <= 2 }, after: time.Now().Add(time.Hour)}
+	e, stats, ok := freezeUnderLeader(t, m, nil, fastUnitTiming)
 	if leads, _, _ := e.IsLeader(); !ok || !leads {
 		t.Fatalf("no renewal answered after the freeze (leader: %v; %d connections dialled, want a third, which answers): %+v",
 			leads, m.dialled(), statsOf(stats).Election)
@@ -268,26 +280,7 @@ func TestARenewalsFreshConnectionFrozenAfterItsHandshakeIsRoutedAround(t *testin
 	frozen := func(k int) bool { return k <= 2 }
 	m := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: frozen, handshook: true, lb: lb, after: time.Now().Add(time.Hour)}
 	urgent := &modelConns{LeaseInterface: client.CoordinationV1().Leases("ns"), frozen: frozen, handshook: true, lb: lb, urgent: true}
-	m.current() // connection 1, the acquisition's
-	obs := newObserver(m, "l", clock.RealClock{}, time.Minute, 0, &leaseStats{})
-	obs.start()
-	t.Cleanup(obs.stop)
-	stats := &leaseStats{}
-	e := newElection(Key{Namespace: "ns", Name: "l"}, "me", soakRatioTiming, ElectionOptions{}, electionParts{leases: m, obs: obs, clock: clock.RealClock{}, stats: stats})
-	e.api.redial = &redialer{conns: m, urgent: urgent}
-	e.api.urgent = urgent
-	e.start()
-	t.Cleanup(func() { _ = e.CancelWithin(time.Second) })
-	if _, err := e.WaitElected(5 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	renewed := statsOf(stats).Election.Renewals
-	eventually(t, 5*time.Second, "a renewal on connection 1", func() bool { return statsOf(stats).Election.Renewals > renewed })
-	m.mu.Lock()
-	m.after = time.Now() // connection 1's API server freezes
-	m.mu.Unlock()
-	renewed = statsOf(stats).Election.Renewals
-	ok := waitUntil(5*time.Second, func() bool { return statsOf(stats).Election.Renewals > renewed })
+	e, stats, ok := freezeUnderLeader(t, m, urgent, soakRatioTiming)
 	if leads, _, _ := e.IsLeader(); !ok || !leads {
 		t.Fatalf("no renewal answered after the freeze (leader: %v; connections dialled: %d in the pace's pool, %d in the urgent one; want the urgent one's to answer): %+v",
 			leads, m.dialled(), urgent.dialled(), statsOf(stats).Election)

@@ -304,7 +304,9 @@ func (e *Election) endReason() error {
 }
 
 // WaitElected blocks until this election leads (returning its token), ends,
-// or timeout passes; on timeout the candidacy is cancelled.
+// or timeout passes; on timeout the candidacy is cancelled. A term is
+// announced with at least a retry period of validity left (see
+// renewBeforeAnnouncing).
 func (e *Election) WaitElected(timeout time.Duration) (int64, error) {
 	timer := e.clock.NewTimer(timeout)
 	defer timer.Stop()
