@@ -348,12 +348,9 @@ func (e *Election) renewBeforeAnnouncing(got *coordinationv1.Lease, token int64,
 	sent := e.clock.Now()
 	ctx, cancel := context.WithTimeout(e.ctx, min(requestTimeout, e.timing.RenewDeadline))
 	defer cancel()
-	leases, throughUrgent := e.api.leases, false
 	e.api.redial.urgencyBegins()
 	defer e.api.redial.urgencyOver()
-	if e.api.urgent != nil && e.api.redial.useUrgent(sent, e.timing.RetryPeriod) {
-		leases, throughUrgent = e.api.urgent, true
-	}
+	leases, throughUrgent := e.api.urgentLeases(sent, e.timing.RetryPeriod)
 	r := e.renewal(ctx, leases, patch, sent)
 	switch why := "lease " + e.key.String() + ": renewal before announcing unanswered"; {
 	case r.err == nil:

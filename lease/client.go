@@ -106,7 +106,7 @@ func (r *redialer) closeSilent(since, now time.Time, period time.Duration, why s
 	if r == nil {
 		return 0, time.Time{}
 	}
-	return r.round(now, period, why, now.Sub(since), func() int { return r.conns.CloseSilentConnections(since) })
+	return r.round(&r.last, now, period, why, now.Sub(since), func() int { return r.conns.CloseSilentConnections(since) })
 }
 
 // closeSilentUrgent is closeSilent for the urgent pool, whose rule also
@@ -117,20 +117,23 @@ func (r *redialer) closeSilentUrgent(since, now time.Time, period time.Duration,
 	if r == nil || r.urgent == nil {
 		return
 	}
-	r.mu.Lock()
-	if within(r.urgentRound, now, period) {
-		r.mu.Unlock()
-		return
+	r.round(&r.urgentRound, now, period, why+" (urgent pool, where a connection that answered nothing past its handshake counts too)", now.Sub(since), func() int {
+		n := r.urgent.CloseSilentConnections(since)
+		if n > 0 {
+			r.urgentDialled = false
+		}
+		return n
+	})
+}
+
+// urgentLeases is the Lease client an urgent renewal sent at now goes
+// through: the urgent pool's when the redialer allows it (useUrgent),
+// else the client's own; throughUrgent says which.
+func (a leaseAPI) urgentLeases(now time.Time, period time.Duration) (leases kubeapi.Leases, throughUrgent bool) {
+	if a.urgent != nil && a.redial.useUrgent(now, period) {
+		return a.urgent, true
 	}
-	n := r.urgent.CloseSilentConnections(since)
-	if n > 0 {
-		r.urgentRound, r.urgentDialled = now, false
-	}
-	r.mu.Unlock()
-	if n > 0 {
-		logf(LevelWarning, "%s: closed %d connection(s) of the urgent pool that answered nothing for %v, or nothing past their handshake; the next urgent renewal dials anew",
-			why, n, now.Sub(since).Round(time.Millisecond))
-	}
+	return a.leases, false
 }
 
 // useUrgent reports whether an urgent renewal goes through the urgent
@@ -192,17 +195,19 @@ func (r *redialer) urgencyOver() {
 	}
 }
 
-func (r *redialer) round(now time.Time, period time.Duration, why string, silentFor time.Duration, closeConns func() int) (int, time.Time) {
+// round closes what closeConns finds silent unless the pace whose last
+// round began at *last refuses (closeConns runs under r.mu).
+func (r *redialer) round(last *time.Time, now time.Time, period time.Duration, why string, silentFor time.Duration, closeConns func() int) (int, time.Time) {
 	r.mu.Lock()
-	if within(r.last, now, period) {
-		next := r.last.Add(period)
+	if within(*last, now, period) {
+		next := last.Add(period)
 		r.mu.Unlock()
 		return 0, next
 	}
 	// Closed under the lock: two askers at once make one round.
 	n := closeConns()
 	if n > 0 {
-		r.last = now
+		*last = now
 	}
 	r.mu.Unlock()
 	if n > 0 {

@@ -240,12 +240,12 @@ func (e *Election) renewOnWorker(ctx context.Context, p *pipeline, now time.Time
 			p.extraAt = map[time.Time]bool{}
 		}
 		p.extraAt[now] = true
-		if e.api.urgent != nil && e.api.redial.useUrgent(now, e.timing.RetryPeriod) {
+		var throughUrgent bool
+		if leases, throughUrgent = e.api.urgentLeases(now, e.timing.RetryPeriod); throughUrgent {
 			if p.urgentPoolAt == nil {
 				p.urgentPoolAt = map[time.Time]bool{}
 			}
 			p.urgentPoolAt[now] = true
-			leases = e.api.urgent
 		}
 	}
 	p.sent = append(p.sent, now)

@@ -90,10 +90,7 @@ func (m *Manager) SetClient(c kubeapi.Client) bool {
 		return false
 	}
 	m.api.kube = c
-	m.api.redial = &redialer{conns: c}
-	if u := c.Urgent(); u != nil {
-		m.api.redial.urgent = u
-	}
+	m.api.redial = &redialer{conns: c, urgent: c.Urgent()}
 	return true
 }
 

@@ -406,14 +406,12 @@ func (o *observer) list(ctx context.Context, loop uint64) (string, error) {
 	} else if err == nil {
 		o.listsGivenUp = 0
 	}
+	period := o.renewEvery
 	o.mu.Unlock()
 	if givenUp {
 		// Its connection may hang (a frozen API server): the next list
 		// would wait on it too. At the longest bound it is an error like
 		// any (a campaign waiting for its first view hears of it).
-		o.mu.Lock()
-		period := o.renewEvery
-		o.mu.Unlock()
 		if period == 0 {
 			period = bound / 5
 		}
